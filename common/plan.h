@@ -1,0 +1,139 @@
+/* plan.h - the transfer plan in memory: the layout it was planned from, the per-rank buffers to bind,
+ * and one program per rank (steps of ops on two lanes). The planner builds it, plan_write.c encodes it
+ * into plan.bin, plan_read.c decodes (all ranks or one), plan_verify.c checks it, plan_dump.c prints it.
+ * The opcode table below is the single source for all of them (and for docs/format.md). */
+#ifndef RS_PLAN_H
+#define RS_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "layout.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RS_VERSION_STRING "0.1.0"
+#define RS_PLAN_MAJOR 1
+#define RS_PLAN_MINOR 0
+
+/* Lanes: NET steps run on one stream/communicator (all ranks), NVL steps on another (NVLink domain). */
+enum { RS_LANE_NET = 0, RS_LANE_NVL = 1, RS_NLANES = 2 };
+
+/* Opcodes: X(NAME, number, operands, synopsis). Numbers are ABI: append only, never reuse. */
+#define RS_OPCODES(X)                                                                              \
+    X(PACK, 1, "src:desc(buffer) dst:desc(staging)", "gather a buffer region into staging")       \
+    X(UNPACK, 2, "src:desc(staging) dst:desc(buffer)", "scatter staging into a buffer region")    \
+    X(COPY, 3, "src:desc(buffer) dst:desc(buffer)", "local copy between this rank's buffers")     \
+    X(SEND, 4, "peer loc off bytes", "send contiguous bytes (staging or a buffer) to peer")       \
+    X(RECV, 5, "peer loc off bytes", "receive contiguous bytes (into staging or a buffer) from peer")
+
+typedef enum {
+#define X(n, v, o, s) RS_OP_##n = v,
+    RS_OPCODES(X)
+#undef X
+} rs_opcode;
+
+const char *rs_op_name(int code); /* NULL for an unknown opcode */
+
+/* A location: one of the rank's bindings (index into rs_rank_prog.bindings) or its staging buffer. */
+#define RS_LOC_STAGING UINT32_MAX
+
+/* A strided byte region: count[ndim-1] contiguous bytes (stride[ndim-1] == 1), repeated over the
+ * outer dims with byte strides. Iterated row-major, it yields a byte stream of prod(count) bytes.
+ * PACK/UNPACK/COPY copy the src stream into the dst stream; both have the same total. */
+#define RS_DESC_MAX_DIMS 8
+typedef struct {
+    uint32_t loc;
+    uint32_t ndim; /* 1..RS_DESC_MAX_DIMS */
+    uint64_t offset;
+    uint64_t count[RS_DESC_MAX_DIMS];
+    uint64_t stride[RS_DESC_MAX_DIMS];
+} rs_desc;
+
+uint64_t rs_desc_bytes(const rs_desc *d);
+/* Largest byte offset + 1 touched (offset for an empty descriptor); overflow-checked, 0 on success. */
+int rs_desc_extent(const rs_desc *d, uint64_t *end);
+
+typedef struct {
+    uint8_t code;   /* rs_opcode */
+    uint8_t pad_[3];
+    uint32_t tensor; /* tensor the bytes belong to, RS_NONE when several (merged ops) */
+    uint32_t peer;   /* SEND/RECV: global rank */
+    uint32_t loc;    /* SEND/RECV: RS_LOC_STAGING or a binding index */
+    uint32_t src, dst; /* PACK/UNPACK/COPY: indices into rs_rank_prog.descs */
+    uint64_t off;    /* SEND/RECV: byte offset in loc */
+    uint64_t bytes;  /* SEND/RECV: byte count; PACK/UNPACK/COPY: bytes copied */
+} rs_op;
+
+typedef struct {
+    uint8_t lane;
+    uint8_t pad_[3];
+    uint32_t wait_begin, nwaits; /* rs_rank_prog.waits[wait_begin .. +nwaits): earlier steps (other lane) */
+    uint32_t op_begin, nops;     /* rs_rank_prog.ops[op_begin .. +nops) */
+} rs_step;
+
+/* A buffer this rank must bind: which layout buffer, its shape on this rank and byte size. */
+typedef struct {
+    uint32_t buffer; /* index into layout.buffers */
+    uint32_t ndim;
+    int64_t shape[RS_MAX_DIMS];
+    uint64_t bytes;
+} rs_binding;
+
+typedef struct {
+    uint32_t rank;
+    uint64_t staging_bytes;
+    rs_binding *bindings;
+    uint32_t nbindings;
+    rs_step *steps;
+    uint32_t nsteps;
+    rs_op *ops;
+    uint32_t nops;
+    rs_desc *descs;
+    uint32_t ndescs;
+    uint32_t *waits;
+    uint32_t nwaits;
+    int loaded; /* 0 when a single-rank load skipped this rank's program */
+} rs_rank_prog;
+
+typedef struct rs_plan {
+    rs_layout layout;     /* includes the topology */
+    uint64_t staging_budget;
+    uint64_t plan_fp;     /* hash of the encoded content (every section but the header) */
+    uint64_t source_fp;   /* hash of layout text, -D values, options and compiler version */
+    rs_rank_prog *ranks;  /* [layout.topo.world] */
+} rs_plan;
+
+void rs_plan_free(rs_plan *P);
+
+/* Index of the binding of layout buffer `buffer` on rank prog r, or RS_NONE. */
+uint32_t rs_rank_binding(const rs_rank_prog *r, uint32_t buffer);
+
+/* ---- plan.bin ---- errors are returned as fixed reason strings written into err (never printed). */
+
+/* Encode to a memory image (deterministic); sets plan_fp. Returns 0, or -1 with err set. */
+int rs_plan_encode(rs_plan *P, uint8_t **out, size_t *outlen, char *err, size_t errlen);
+/* Encode and write atomically (temporary file in the same directory, fsync, rename). */
+int rs_plan_write_file(rs_plan *P, const char *path, char *err, size_t errlen);
+
+/* Decode. rank < 0: every rank's program; otherwise only that rank's (others have loaded = 0).
+ * Validates every offset/length/count/index and every CRC; then runs rs_plan_verify_rank on each
+ * loaded rank. The image must stay alive only during the call. */
+int rs_plan_decode(const uint8_t *img, size_t len, int rank, rs_plan *out, char *err, size_t errlen);
+/* mmap the file and decode it. */
+int rs_plan_load_file(const char *path, int rank, rs_plan *out, char *err, size_t errlen);
+
+/* Structural checks of one rank's program: descs inside their bindings/staging, peers inside the
+ * world, lanes valid, waits pointing backwards to the other lane, NVL peers in the same domain. */
+int rs_plan_verify_rank(const rs_plan *P, uint32_t rank, char *err, size_t errlen);
+/* Whole-plan checks (all ranks loaded): send/recv matching per lane, peer pair, order and size;
+ * deadlock freedom by simulation; every destination element written exactly once with the right
+ * source element (region algebra over the layout). */
+int rs_plan_verify_all(const rs_plan *P, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,87 @@
+/* util.c - fatal checks, checked allocation, FNV-1a and CRC32C. */
+#include "util.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+void rs_die_at(const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "reshard: internal error at %s:%d: ", file, line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    abort();
+}
+
+void *rs_xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) rs_die("out of memory (%zu bytes)", n);
+    return p;
+}
+
+void *rs_xcalloc(size_t n, size_t sz)
+{
+    void *p = calloc(n ? n : 1, sz ? sz : 1);
+    if (!p) rs_die("out of memory (%zu x %zu bytes)", n, sz);
+    return p;
+}
+
+void *rs_xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (!q) rs_die("out of memory (%zu bytes)", n);
+    return q;
+}
+
+char *rs_xstrdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = rs_xmalloc(n);
+    memcpy(d, s, n);
+    return d;
+}
+
+uint64_t rs_hash64(const void *data, size_t len, uint64_t seed)
+{
+    const unsigned char *p = data;
+    uint64_t h = 0xcbf29ce484222325ull ^ seed;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static uint32_t crc_table[8][256];
+/* Built once at load time so concurrent runtime threads never race on it. */
+__attribute__((constructor)) static void crc_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82f63b78u & (0u - (c & 1)));
+        crc_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++)
+            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xff];
+}
+
+uint32_t rs_crc32c(uint32_t crc, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    crc = ~crc;
+    while (len >= 8) {
+        uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+        crc = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^ crc_table[5][(lo >> 16) & 0xff] ^
+              crc_table[4][lo >> 24] ^ crc_table[3][p[4]] ^ crc_table[2][p[5]] ^ crc_table[1][p[6]] ^
+              crc_table[0][p[7]];
+        p += 8;
+        len -= 8;
+    }
+    while (len--) crc = (crc >> 8) ^ crc_table[0][(crc ^ *p++) & 0xff];
+    return ~crc;
+}

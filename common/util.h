@@ -1,0 +1,60 @@
+/* util.h - small helpers shared by the compiler, the plan library and the runtime:
+ * fatal invariant checks, checked 64-bit arithmetic, growable arrays, hashing. */
+#ifndef RS_UTIL_H
+#define RS_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Broken internal invariant: print file:line and abort. Never used for user errors. */
+#define rs_die(...) rs_die_at(__FILE__, __LINE__, __VA_ARGS__)
+#define rs_assert(c) ((c) ? (void)0 : rs_die("assertion failed: %s", #c))
+void rs_die_at(const char *file, int line, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 3, 4)));
+
+/* Allocation that aborts on out-of-memory (compiler side only; the runtime checks). */
+void *rs_xmalloc(size_t n);
+void *rs_xcalloc(size_t n, size_t sz);
+void *rs_xrealloc(void *p, size_t n);
+char *rs_xstrdup(const char *s);
+
+/* Checked arithmetic: return 0 on success, 1 on overflow. */
+static inline int rs_add_ovf(int64_t a, int64_t b, int64_t *r) { return __builtin_add_overflow(a, b, r); }
+static inline int rs_sub_ovf(int64_t a, int64_t b, int64_t *r) { return __builtin_sub_overflow(a, b, r); }
+static inline int rs_mul_ovf(int64_t a, int64_t b, int64_t *r) { return __builtin_mul_overflow(a, b, r); }
+static inline int rs_umul_ovf(uint64_t a, uint64_t b, uint64_t *r) { return __builtin_mul_overflow(a, b, r); }
+static inline int rs_uadd_ovf(uint64_t a, uint64_t b, uint64_t *r) { return __builtin_add_overflow(a, b, r); }
+
+/* Growable array: a struct with fields `T *v; size_t n, cap;`.
+ * rs_vec_push(&vec, value) appends; rs_vec_reserve(&vec, k) makes room for k more. */
+#define rs_vec(T) struct { T *v; size_t n, cap; }
+#define rs_vec_reserve(vp, k)                                                                      \
+    do {                                                                                           \
+        if ((vp)->n + (k) > (vp)->cap) {                                                           \
+            size_t nc_ = (vp)->cap ? (vp)->cap * 2 : 16;                                           \
+            while (nc_ < (vp)->n + (k)) nc_ *= 2;                                                  \
+            (vp)->v = rs_xrealloc((vp)->v, nc_ * sizeof *(vp)->v);                                 \
+            (vp)->cap = nc_;                                                                       \
+        }                                                                                          \
+    } while (0)
+#define rs_vec_push(vp, x)                                                                         \
+    do {                                                                                           \
+        rs_vec_reserve(vp, 1);                                                                     \
+        (vp)->v[(vp)->n++] = (x);                                                                  \
+    } while (0)
+#define rs_vec_free(vp) (free((vp)->v), (vp)->v = NULL, (vp)->n = (vp)->cap = 0)
+
+/* 64-bit FNV-1a, for hash tables and fingerprints (stable across machines). */
+uint64_t rs_hash64(const void *data, size_t len, uint64_t seed);
+/* CRC32C (Castagnoli), used per section in plan.bin. */
+uint32_t rs_crc32c(uint32_t crc, const void *data, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -5,6 +5,7 @@
 #ifndef RS_LAYOUT_H
 #define RS_LAYOUT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus

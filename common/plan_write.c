@@ -1,0 +1,369 @@
+/* plan_write.c - encodes an rs_plan into plan.bin (docs/format.md), field by field, little-endian,
+ * deterministically; writes it atomically (temporary file in the same directory, fsync, rename). */
+#define _GNU_SOURCE
+#include "plan.h"
+#include "plan_io.h"
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef rs_vec(uint8_t) bytes_t;
+
+static void put(bytes_t *b, const void *p, size_t n)
+{
+    rs_vec_reserve(b, n);
+    memcpy(b->v + b->n, p, n);
+    b->n += n;
+}
+static inline void put_u8(bytes_t *b, uint8_t v)
+{
+    rs_vec_reserve(b, 1);
+    b->v[b->n++] = v;
+}
+static inline void put_uv(bytes_t *b, uint64_t v)
+{
+    rs_vec_reserve(b, 10);
+    while (v >= 0x80) {
+        b->v[b->n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    b->v[b->n++] = (uint8_t)v;
+}
+static inline void put_sv(bytes_t *b, int64_t v) { put_uv(b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63)); }
+static void put_u64(bytes_t *b, uint64_t v)
+{
+    uint8_t t[8];
+    rs_le64(t, v);
+    put(b, t, 8);
+}
+/* Index that may be RS_NONE (or RS_LOC_STAGING): stored as 0, others as index + 1. */
+static inline void put_opt(bytes_t *b, uint32_t v) { put_uv(b, v == UINT32_MAX ? 0 : (uint64_t)v + 1); }
+
+/* ---- string table: each distinct name once, in order of first use ---- */
+typedef struct {
+    bytes_t blob;
+    uint32_t *slot; /* open addressing: offset + 1, 0 = empty */
+    size_t cap, n;
+} strtab;
+
+static uint32_t str_add(strtab *t, const char *s)
+{
+    size_t len = strlen(s);
+    if (2 * (t->n + 1) > t->cap) {
+        size_t nc = t->cap ? 2 * t->cap : 1024;
+        uint32_t *ns = rs_xcalloc(nc, sizeof *ns);
+        for (size_t i = 0; i < t->cap; i++) {
+            if (!t->slot[i]) continue;
+            const char *k = (const char *)t->blob.v + t->slot[i] - 1;
+            size_t j = rs_hash64(k, strlen(k), 0) & (nc - 1);
+            while (ns[j]) j = (j + 1) & (nc - 1);
+            ns[j] = t->slot[i];
+        }
+        free(t->slot);
+        t->slot = ns;
+        t->cap = nc;
+    }
+    size_t j = rs_hash64(s, len, 0) & (t->cap - 1);
+    while (t->slot[j]) {
+        const char *k = (const char *)t->blob.v + t->slot[j] - 1;
+        if (!strcmp(k, s)) return t->slot[j] - 1;
+        j = (j + 1) & (t->cap - 1);
+    }
+    if (t->blob.n + len + 1 >= UINT32_MAX) rs_die("plan string table over 4 GiB");
+    uint32_t off = (uint32_t)t->blob.n;
+    put(&t->blob, s, len + 1);
+    t->slot[j] = off + 1;
+    t->n++;
+    return off;
+}
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (err && errlen) vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* ---- sections ---- */
+static void enc_layout(const rs_layout *L, strtab *st, bytes_t *b)
+{
+    const rs_topology *T = &L->topo;
+    uint64_t bits;
+    put_uv(b, T->world);
+    put_uv(b, T->ndomains);
+    put_sv(b, T->domain_size);
+    memcpy(&bits, &T->nic_gbps, 8);
+    put_u64(b, bits);
+    memcpy(&bits, &T->nvlink_gbps, 8);
+    put_u64(b, bits);
+    for (uint32_t r = 0; r < T->world; r++) put_uv(b, T->domain_of[r]);
+
+    put_uv(b, L->nmeshes);
+    for (uint32_t i = 0; i < L->nmeshes; i++) {
+        const rs_mesh *m = &L->meshes[i];
+        put_uv(b, str_add(st, m->name));
+        put_uv(b, m->naxes);
+        for (uint32_t a = 0; a < m->naxes; a++) {
+            put_uv(b, str_add(st, m->axis[a]));
+            put_sv(b, m->size[a]);
+        }
+        put_uv(b, m->nranks);
+        for (uint32_t k = 0; k < m->nranks; k++) put_uv(b, (uint32_t)m->ranks[k]);
+    }
+    put_uv(b, L->ntensors);
+    for (uint32_t i = 0; i < L->ntensors; i++) {
+        const rs_tensor *t = &L->tensors[i];
+        put_uv(b, str_add(st, t->name));
+        put_uv(b, (uint32_t)t->dtype);
+        put_uv(b, t->ndim);
+        for (uint32_t d = 0; d < t->ndim; d++) put_sv(b, t->shape[d]);
+        put_uv(b, t->piece_begin);
+        put_uv(b, t->nsrc);
+        put_uv(b, t->ndst);
+    }
+    put_uv(b, L->nbuffers);
+    for (uint32_t i = 0; i < L->nbuffers; i++) {
+        const rs_buffer *u = &L->buffers[i];
+        put_uv(b, str_add(st, u->name));
+        put_uv(b, (uint32_t)u->side);
+        put_uv(b, (uint32_t)u->dtype);
+        put_uv(b, u->ndim);
+        for (uint32_t d = 0; d < u->ndim; d++) put_sv(b, u->shape[d]);
+    }
+    put_uv(b, L->npieces);
+    for (uint32_t i = 0; i < L->npieces; i++) {
+        const rs_piece *p = &L->pieces[i];
+        put_uv(b, p->tensor);
+        put_uv(b, p->mesh);
+        put_uv(b, p->buffer);
+        put_uv(b, p->side);
+        put_uv(b, p->nplace);
+        put_uv(b, p->place);
+        put_opt(b, p->slice);
+        put_opt(b, p->box);
+    }
+    put_uv(b, L->nplaces);
+    for (uint32_t i = 0; i < L->nplaces; i++) {
+        const rs_place *q = &L->places[i];
+        put_uv(b, q->axis);
+        put_uv(b, q->kind);
+        put_uv(b, q->dim);
+        put_sv(b, q->arg);
+    }
+    put_uv(b, L->ni64);
+    for (uint32_t i = 0; i < L->ni64; i++) put_sv(b, L->i64[i]);
+}
+
+static void enc_desc(bytes_t *b, const rs_desc *d)
+{
+    put_opt(b, d->loc);
+    put_uv(b, d->ndim);
+    put_uv(b, d->offset);
+    for (uint32_t i = 0; i < d->ndim; i++) put_uv(b, d->count[i]);
+    for (uint32_t i = 0; i + 1 < d->ndim; i++) put_uv(b, d->stride[i]); /* the last stride is 1 */
+}
+
+/* One rank's program record (its bindings, descriptors and steps); counts go to the directory. */
+static void enc_rank(const rs_rank_prog *g, bytes_t *b)
+{
+    for (uint32_t i = 0; i < g->nbindings; i++) {
+        const rs_binding *x = &g->bindings[i];
+        put_uv(b, x->buffer);
+        put_uv(b, x->ndim);
+        for (uint32_t d = 0; d < x->ndim; d++) put_sv(b, x->shape[d]);
+        put_uv(b, x->bytes);
+    }
+    for (uint32_t i = 0; i < g->ndescs; i++) enc_desc(b, &g->descs[i]);
+    uint32_t hint = 0; /* descriptor indices are stored relative to the next unused one */
+    for (uint32_t s = 0; s < g->nsteps; s++) {
+        const rs_step *st = &g->steps[s];
+        put_u8(b, st->lane);
+        put_uv(b, st->nwaits);
+        for (uint32_t w = 0; w < st->nwaits; w++) put_uv(b, s - g->waits[st->wait_begin + w]);
+        put_uv(b, st->nops);
+        for (uint32_t k = 0; k < st->nops; k++) {
+            const rs_op *o = &g->ops[st->op_begin + k];
+            put_u8(b, o->code);
+            put_opt(b, o->tensor);
+            if (o->code == RS_OP_SEND || o->code == RS_OP_RECV) {
+                put_uv(b, o->peer);
+                put_opt(b, o->loc);
+                put_uv(b, o->off);
+                put_uv(b, o->bytes);
+            } else {
+                put_sv(b, (int64_t)o->src - (int64_t)hint);
+                put_sv(b, (int64_t)o->dst - ((int64_t)o->src + 1));
+                hint = (o->src > o->dst ? o->src : o->dst) + 1;
+            }
+        }
+    }
+}
+
+typedef struct {
+    uint8_t head[RS_HDR_SIZE_1_0 + RS_SEC_COUNT_1_0 * RS_SEC_ENTRY_SIZE];
+    bytes_t sec[RS_SEC_COUNT_1_0];
+    uint64_t total;
+} encoded;
+
+static void enc_free(encoded *E)
+{
+    for (int i = 0; i < RS_SEC_COUNT_1_0; i++) rs_vec_free(&E->sec[i]);
+}
+
+static int encode(rs_plan *P, encoded *E, char *err, size_t errlen)
+{
+    const rs_layout *L = &P->layout;
+    memset(E, 0, sizeof *E);
+    if (!P->ranks || L->topo.world == 0) return fail(err, errlen, "cannot encode: plan has no ranks");
+    if (rs_plan_check_layout(L, err, errlen)) return -1;
+    /* A plan decoded for one rank cannot be re-encoded (the planner may leave `loaded` all zero). */
+    uint32_t nloaded = 0;
+    for (uint32_t r = 0; r < L->topo.world; r++) nloaded += P->ranks[r].loaded != 0;
+    if (nloaded && nloaded < L->topo.world)
+        return fail(err, errlen, "cannot encode: plan was loaded for some ranks only");
+    for (uint32_t r = 0; r < L->topo.world; r++)
+        if (rs_plan_verify_rank(P, r, err, errlen)) return -1;
+
+    strtab st = {0};
+    bytes_t *strings = &E->sec[0], *lay = &E->sec[1], *dir = &E->sec[2], *prog = &E->sec[3];
+    enc_layout(L, &st, lay);
+    *strings = st.blob;
+    free(st.slot);
+
+    rs_vec_reserve(dir, (size_t)L->topo.world * RS_DIR_ENTRY_SIZE);
+    for (uint32_t r = 0; r < L->topo.world; r++) {
+        const rs_rank_prog *g = &P->ranks[r];
+        size_t begin = prog->n;
+        enc_rank(g, prog);
+        uint8_t *e = dir->v + dir->n;
+        rs_le64(e + 0, begin);
+        rs_le64(e + 8, prog->n - begin);
+        rs_le64(e + 16, g->staging_bytes);
+        rs_le32(e + 24, rs_crc32c(0, prog->v + begin, prog->n - begin));
+        rs_le32(e + 28, g->nbindings);
+        rs_le32(e + 32, g->nsteps);
+        rs_le32(e + 36, g->nops);
+        rs_le32(e + 40, g->ndescs);
+        rs_le32(e + 44, g->nwaits);
+        dir->n += RS_DIR_ENTRY_SIZE;
+    }
+
+    uint8_t *h = E->head;
+    memset(h, 0, sizeof E->head);
+    memcpy(h + RS_HDR_MAGIC, RS_PLAN_MAGIC, RS_PLAN_MAGIC_LEN);
+    rs_le16(h + RS_HDR_MAJOR, RS_PLAN_MAJOR);
+    rs_le16(h + RS_HDR_MINOR, RS_PLAN_MINOR);
+    rs_le32(h + RS_HDR_LEN, RS_HDR_SIZE_1_0);
+    rs_le32(h + RS_HDR_NSECTIONS, RS_SEC_COUNT_1_0);
+    rs_le32(h + RS_HDR_WORLD, L->topo.world);
+    rs_le64(h + RS_HDR_SOURCE_FP, P->source_fp);
+    rs_le64(h + RS_HDR_STAGING, P->staging_budget);
+    uint64_t off = sizeof E->head;
+    for (int i = 0; i < RS_SEC_COUNT_1_0; i++) {
+        uint8_t *e = h + RS_HDR_SIZE_1_0 + i * RS_SEC_ENTRY_SIZE;
+        rs_le32(e + 0, (uint32_t)(i + 1));
+        rs_le64(e + 8, off);
+        rs_le64(e + 16, E->sec[i].n);
+        rs_le32(e + 24, rs_crc32c(0, E->sec[i].v, E->sec[i].n));
+        off += E->sec[i].n;
+    }
+    E->total = off;
+    rs_le64(h + RS_HDR_FILE_LEN, off);
+    const uint8_t *secs[RS_SEC_COUNT_1_0];
+    for (int i = 0; i < RS_SEC_COUNT_1_0; i++) secs[i] = E->sec[i].v;
+    P->plan_fp = rs_plan_content_fp(h, secs);
+    rs_le64(h + RS_HDR_PLAN_FP, P->plan_fp);
+    rs_le32(h + RS_HDR_CRC, rs_plan_header_crc(h, sizeof E->head));
+    return 0;
+}
+
+int rs_plan_encode(rs_plan *P, uint8_t **out, size_t *outlen, char *err, size_t errlen)
+{
+    encoded E;
+    *out = NULL;
+    *outlen = 0;
+    if (encode(P, &E, err, errlen)) {
+        enc_free(&E);
+        return -1;
+    }
+    uint8_t *img = rs_xmalloc(E.total);
+    size_t n = sizeof E.head;
+    memcpy(img, E.head, n);
+    for (int i = 0; i < RS_SEC_COUNT_1_0; i++) {
+        if (E.sec[i].n) memcpy(img + n, E.sec[i].v, E.sec[i].n);
+        n += E.sec[i].n;
+        rs_vec_free(&E.sec[i]);
+    }
+    *out = img;
+    *outlen = n;
+    return 0;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n) {
+        ssize_t k = write(fd, p, n > (1u << 30) ? (1u << 30) : n);
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += k, n -= (size_t)k;
+    }
+    return 0;
+}
+
+int rs_plan_write_file(rs_plan *P, const char *path, char *err, size_t errlen)
+{
+    encoded E;
+    if (encode(P, &E, err, errlen)) {
+        enc_free(&E);
+        return -1;
+    }
+    size_t plen = strlen(path);
+    char *tmp = rs_xmalloc(plen + 64);
+    int fd = -1;
+    /* O_EXCL on a fresh name in the same directory; the umask applies to the 0666 mode. */
+    for (unsigned k = 0; k < 1000 && fd < 0; k++) {
+        snprintf(tmp, plen + 64, "%s.tmp.%ld.%u", path, (long)getpid(), k);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST) break;
+    }
+    if (fd < 0) {
+        fail(err, errlen, "%s: cannot create a temporary file next to it: %s", path, strerror(errno));
+        free(tmp);
+        enc_free(&E);
+        return -1;
+    }
+    int bad = write_all(fd, E.head, sizeof E.head);
+    for (int i = 0; i < RS_SEC_COUNT_1_0 && !bad; i++) bad = write_all(fd, E.sec[i].v, E.sec[i].n);
+    if (!bad) bad = fsync(fd);
+    int e = errno;
+    if (close(fd) && !bad) bad = -1, e = errno;
+    if (!bad && rename(tmp, path)) bad = -1, e = errno;
+    if (bad) {
+        unlink(tmp);
+        fail(err, errlen, "%s: cannot write: %s", path, strerror(e));
+    } else {
+        /* Make the rename durable: fsync the directory (best effort). */
+        const char *slash = strrchr(path, '/');
+        char *dirname = slash ? strndup(path, (size_t)(slash - path) + (slash == path)) : strdup(".");
+        int dfd = dirname ? open(dirname, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+        if (dfd >= 0) {
+            fsync(dfd);
+            close(dfd);
+        }
+        free(dirname);
+    }
+    free(tmp);
+    enc_free(&E);
+    return bad ? -1 : 0;
+}

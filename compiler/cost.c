@@ -1,0 +1,1602 @@
+/* cost.c - the cost model: lower bound of a layout (per-tensor, per-domain box unions), an event-driven
+ * simulation of per-rank step programs on per-GPU links, a plan's programs and two baselines built
+ * from the layout (gather-then-broadcast, direct), and plan traffic statistics. docs/cost-model.md. */
+#include "cost.h"
+#include "util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GBPS_TO_BPS(x) ((x) * 1e9 / 8.0) /* Gb/s -> bytes/s */
+
+void rs_cost_params_default(rs_cost_params *p, const rs_topology *topo)
+{
+    memset(p, 0, sizeof *p);
+    p->nic_gbps = topo && topo->nic_gbps > 0 ? topo->nic_gbps : 400.0;
+    p->nvlink_gbps = topo && topo->nvlink_gbps > 0 ? topo->nvlink_gbps : 3600.0;
+    p->hbm_gbps = 24000.0;
+    p->latency_us = 5.0;
+    p->bucket_bytes = 1ull << 30;
+    p->chunk_bytes = 1ull << 20;
+}
+
+static int params_check(const rs_cost_params *p, char *err, size_t errlen)
+{
+    if (!(p->nic_gbps > 0) || !(p->nvlink_gbps > 0) || !(p->hbm_gbps > 0) || !(p->latency_us >= 0) ||
+        !isfinite(p->nic_gbps) || !isfinite(p->nvlink_gbps) || !isfinite(p->hbm_gbps) ||
+        !isfinite(p->latency_us) || p->bucket_bytes == 0) {
+        snprintf(err, errlen, "cost model: bandwidths and the bucket size must be positive, latency >= 0");
+        return -1;
+    }
+    return 0;
+}
+
+static uint64_t sat_add(uint64_t a, uint64_t b) { return a + b < a ? UINT64_MAX : a + b; }
+static uint64_t sat_mul(uint64_t a, uint64_t b)
+{
+    uint64_t r;
+    return rs_umul_ovf(a, b, &r) ? UINT64_MAX : r;
+}
+
+/* ======================================================================================
+ * Projections: a piece's block on a rank depends only on the rank's coordinates on the axes its
+ * placements shard or pin. For a mesh and a set of such axes ("mask"), group the mesh's ranks by
+ * their coordinates on those axes ("tuples"), with the distinct NVLink domains of each group. A
+ * piece then computes one block per tuple instead of one per rank.
+ * ====================================================================================== */
+typedef struct {
+    uint32_t mesh, mask;
+    uint32_t naxes;
+    uint8_t axes[RS_MAX_DIMS];
+    uint32_t ntuples;
+    uint32_t *rank_begin; /* [ntuples + 1] into ranks */
+    uint32_t *ranks;      /* by tuple, ascending rank */
+    uint32_t *dom_begin;  /* [ntuples + 1] into doms */
+    uint32_t *doms;       /* distinct domains of each tuple, ascending */
+    uint8_t *marked;      /* [ntuples]: bit 0 ranks marked as destination, bit 1 as source */
+} proj;
+
+typedef struct {
+    const rs_layout *L;
+    proj *pj;
+    uint32_t npj, cappj;
+} projcache;
+
+static void projcache_free(projcache *c)
+{
+    for (uint32_t i = 0; i < c->npj; i++) {
+        free(c->pj[i].rank_begin);
+        free(c->pj[i].ranks);
+        free(c->pj[i].dom_begin);
+        free(c->pj[i].doms);
+        free(c->pj[i].marked);
+    }
+    free(c->pj);
+    memset(c, 0, sizeof *c);
+}
+
+static uint32_t piece_mask(const rs_layout *L, const rs_piece *p)
+{
+    uint32_t mask = 0;
+    const rs_place *pl = L->places + p->place;
+    for (uint32_t i = 0; i < p->nplace; i++)
+        if (pl[i].kind == RS_PLACE_SHARD || pl[i].kind == RS_PLACE_PIN) mask |= 1u << pl[i].axis;
+    return mask;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static const proj *projcache_get(projcache *c, uint32_t mesh, uint32_t mask)
+{
+    for (uint32_t i = 0; i < c->npj; i++)
+        if (c->pj[i].mesh == mesh && c->pj[i].mask == mask) return &c->pj[i];
+    const rs_layout *L = c->L;
+    const rs_mesh *m = L->meshes + mesh;
+    if (c->npj == c->cappj) {
+        c->cappj = c->cappj ? 2 * c->cappj : 8;
+        c->pj = rs_xrealloc(c->pj, c->cappj * sizeof *c->pj);
+    }
+    proj *pj = &c->pj[c->npj++];
+    memset(pj, 0, sizeof *pj);
+    pj->mesh = mesh;
+    pj->mask = mask;
+    uint64_t nt = 1;
+    for (uint32_t a = 0; a < m->naxes; a++)
+        if (mask >> a & 1) {
+            pj->axes[pj->naxes++] = (uint8_t)a;
+            nt *= (uint64_t)m->size[a];
+        }
+    rs_assert(nt <= m->nranks);
+    pj->ntuples = (uint32_t)nt;
+    uint32_t *tup = rs_xmalloc((m->nranks + 1) * sizeof *tup);
+    pj->rank_begin = rs_xcalloc(nt + 1, sizeof *pj->rank_begin);
+    int64_t coord[RS_MAX_DIMS];
+    for (uint32_t i = 0; i < m->nranks; i++) {
+        rs_mesh_coord(m, i, coord);
+        uint64_t t = 0;
+        for (uint32_t k = 0; k < pj->naxes; k++) t = t * (uint64_t)m->size[pj->axes[k]] + (uint64_t)coord[pj->axes[k]];
+        tup[i] = (uint32_t)t;
+        pj->rank_begin[t + 1]++;
+    }
+    for (uint64_t t = 0; t < nt; t++) pj->rank_begin[t + 1] += pj->rank_begin[t];
+    pj->ranks = rs_xmalloc((m->nranks + 1) * sizeof *pj->ranks);
+    uint32_t *fill = rs_xmalloc((nt + 1) * sizeof *fill);
+    memcpy(fill, pj->rank_begin, nt * sizeof *fill);
+    for (uint32_t i = 0; i < m->nranks; i++) pj->ranks[fill[tup[i]]++] = (uint32_t)m->ranks[i];
+    /* distinct domains per tuple */
+    pj->dom_begin = rs_xcalloc(nt + 1, sizeof *pj->dom_begin);
+    pj->doms = rs_xmalloc((m->nranks + 1) * sizeof *pj->doms);
+    uint32_t nd = 0;
+    for (uint64_t t = 0; t < nt; t++) {
+        uint32_t b = pj->rank_begin[t], e = pj->rank_begin[t + 1];
+        qsort(pj->ranks + b, e - b, sizeof *pj->ranks, cmp_u32);
+        uint32_t start = nd;
+        for (uint32_t k = b; k < e; k++) pj->doms[nd++] = L->topo.domain_of[pj->ranks[k]];
+        qsort(pj->doms + start, nd - start, sizeof *pj->doms, cmp_u32);
+        uint32_t w = start;
+        for (uint32_t k = start; k < nd; k++)
+            if (k == start || pj->doms[k] != pj->doms[w - 1]) pj->doms[w++] = pj->doms[k];
+        nd = w;
+        pj->dom_begin[t + 1] = nd;
+    }
+    pj->marked = rs_xcalloc(nt + 1, 1);
+    free(tup);
+    free(fill);
+    return pj;
+}
+
+/* Decode tuple t of pj into a full mesh coordinate (axes outside the mask at 0). */
+static void proj_coord(const rs_layout *L, const proj *pj, uint32_t t, int64_t *coord)
+{
+    const rs_mesh *m = L->meshes + pj->mesh;
+    for (uint32_t a = 0; a < m->naxes; a++) coord[a] = 0;
+    for (int k = (int)pj->naxes - 1; k >= 0; k--) {
+        int64_t n = m->size[pj->axes[k]];
+        coord[pj->axes[k]] = (int64_t)t % n;
+        t = (uint32_t)((int64_t)t / n);
+    }
+}
+
+/* A non-empty block of a piece, for one tuple of its projection. */
+typedef struct {
+    int64_t lo[RS_MAX_DIMS], hi[RS_MAX_DIMS];
+    const proj *pj;
+    uint32_t tuple;
+    uint32_t piece;
+} pblock;
+
+typedef rs_vec(pblock) pblock_vec;
+
+/* Append the non-empty blocks of every piece of tensor t on one side. */
+static void tensor_blocks(projcache *c, uint32_t t, rs_side side, pblock_vec *out)
+{
+    const rs_layout *L = c->L;
+    const rs_tensor *T = L->tensors + t;
+    uint32_t b = T->piece_begin + (side == RS_SRC ? 0 : T->nsrc);
+    uint32_t e = b + (side == RS_SRC ? T->nsrc : T->ndst);
+    int64_t coord[RS_MAX_DIMS];
+    for (uint32_t pi = b; pi < e; pi++) {
+        const rs_piece *p = L->pieces + pi;
+        const proj *pj = projcache_get(c, p->mesh, piece_mask(L, p));
+        for (uint32_t tu = 0; tu < pj->ntuples; tu++) {
+            proj_coord(L, pj, tu, coord);
+            if (!rs_piece_holds(L, p, coord)) continue;
+            pblock pb;
+            if (rs_piece_block(L, p, coord, pb.lo, pb.hi) == 0) continue;
+            for (uint32_t d = T->ndim; d < RS_MAX_DIMS; d++) pb.lo[d] = pb.hi[d] = 0;
+            pb.pj = pj;
+            pb.tuple = tu;
+            pb.piece = pi;
+            rs_vec_push(out, pb);
+        }
+    }
+}
+
+/* ======================================================================================
+ * Box volumes: union of axis-aligned boxes by a recursive slab sweep (breakpoints of dimension d,
+ * boxes covering each slab, recurse on d + 1). Boxes come deduplicated; replicas repeat blocks.
+ * ====================================================================================== */
+typedef struct {
+    int64_t lo[RS_MAX_DIMS], hi[RS_MAX_DIMS];
+    uint32_t dom;
+    uint32_t kind; /* 0 needed, 1 held */
+} cbox;
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int64_t box_vol(const cbox *b, uint32_t d0, uint32_t nd)
+{
+    int64_t v = 1;
+    for (uint32_t d = d0; d < nd; d++) v *= b->hi[d] - b->lo[d];
+    return v;
+}
+
+/* Leaf predicates over the boxes covering one cell. */
+enum { PRED_ANY = 0, PRED_NEED_NOT_HELD = 1 };
+
+static int leaf_pred(const cbox *const *bx, size_t n, int pred)
+{
+    if (pred == PRED_ANY) return n > 0;
+    /* some domain needs the cell while no source rank of that domain holds it */
+    for (size_t i = 0; i < n; i++) {
+        if (bx[i]->kind != 0) continue;
+        int held = 0;
+        for (size_t j = 0; j < n && !held; j++) held = bx[j]->kind == 1 && bx[j]->dom == bx[i]->dom;
+        if (!held) return 1;
+    }
+    return 0;
+}
+
+static int64_t sweep(const cbox *const *bx, size_t n, uint32_t d, uint32_t nd, int pred)
+{
+    if (n == 0) return 0;
+    if (d == nd) return leaf_pred(bx, n, pred);
+    if (n == 1) return leaf_pred(bx, 1, pred) ? box_vol(bx[0], d, nd) : 0;
+    int64_t *pts = rs_xmalloc(2 * n * sizeof *pts);
+    for (size_t i = 0; i < n; i++) {
+        pts[2 * i] = bx[i]->lo[d];
+        pts[2 * i + 1] = bx[i]->hi[d];
+    }
+    qsort(pts, 2 * n, sizeof *pts, cmp_i64);
+    size_t np = 0;
+    for (size_t i = 0; i < 2 * n; i++)
+        if (np == 0 || pts[i] != pts[np - 1]) pts[np++] = pts[i];
+    const cbox **act = rs_xmalloc(n * sizeof *act);
+    int64_t vol = 0;
+    size_t prev_na = 0;
+    int prev_valid = 0;
+    int64_t prev_v = 0;
+    const cbox **prev_act = rs_xmalloc(n * sizeof *prev_act);
+    for (size_t k = 0; k + 1 < np; k++) {
+        int64_t x0 = pts[k], x1 = pts[k + 1];
+        size_t na = 0;
+        for (size_t i = 0; i < n; i++)
+            if (bx[i]->lo[d] <= x0 && bx[i]->hi[d] >= x1) act[na++] = bx[i];
+        if (!na) {
+            prev_valid = 0;
+            continue;
+        }
+        int64_t v;
+        /* consecutive slabs with the same active set have the same cross-section */
+        if (prev_valid && na == prev_na && !memcmp(act, prev_act, na * sizeof *act))
+            v = prev_v;
+        else {
+            v = sweep(act, na, d + 1, nd, pred);
+            memcpy(prev_act, act, na * sizeof *act);
+            prev_na = na;
+            prev_v = v;
+            prev_valid = 1;
+        }
+        vol += (x1 - x0) * v;
+    }
+    free(prev_act);
+    free(act);
+    free(pts);
+    return vol;
+}
+
+static int64_t boxes_volume(const cbox *const *bx, size_t n, uint32_t nd, int pred)
+{
+    return sweep(bx, n, 0, nd, pred);
+}
+
+static uint32_t box_ndim_g; /* dimension count for the qsort comparators below (set before each sort) */
+
+static int cmp_box_geom(const cbox *x, const cbox *y)
+{
+    for (uint32_t d = 0; d < box_ndim_g; d++) {
+        if (x->lo[d] != y->lo[d]) return x->lo[d] < y->lo[d] ? -1 : 1;
+        if (x->hi[d] != y->hi[d]) return x->hi[d] < y->hi[d] ? -1 : 1;
+    }
+    return 0;
+}
+
+static int cmp_cbox_dom(const void *a, const void *b)
+{
+    const cbox *x = a, *y = b;
+    if (x->dom != y->dom) return x->dom < y->dom ? -1 : 1;
+    if (x->kind != y->kind) return x->kind < y->kind ? -1 : 1;
+    return cmp_box_geom(x, y);
+}
+
+static int cmp_cboxp_geom(const void *a, const void *b)
+{
+    return cmp_box_geom(*(const cbox *const *)a, *(const cbox *const *)b);
+}
+
+typedef rs_vec(cbox) cbox_vec;
+typedef rs_vec(const cbox *) cboxp_vec;
+
+/* Volume of the union of the boxes in ptrs (deduplicated here; the array is reordered). */
+static int64_t union_volume(cboxp_vec *ptrs, uint32_t nd)
+{
+    if (ptrs->n == 0) return 0;
+    box_ndim_g = nd;
+    qsort(ptrs->v, ptrs->n, sizeof *ptrs->v, cmp_cboxp_geom);
+    size_t w = 0;
+    for (size_t i = 0; i < ptrs->n; i++)
+        if (w == 0 || cmp_box_geom(ptrs->v[i], ptrs->v[w - 1]) != 0) ptrs->v[w++] = ptrs->v[i];
+    ptrs->n = w;
+    return boxes_volume(ptrs->v, w, nd, PRED_ANY);
+}
+
+int rs_cost_lower_bound(const rs_layout *L, const rs_cost_params *p, rs_cost_bound *out, char *err,
+                        size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    out->dst_domain = RS_NONE;
+    if (params_check(p, err, errlen)) return -1;
+    uint32_t world = L->topo.world, ndom = L->topo.ndomains;
+    uint8_t *is_dst = rs_xcalloc(world + 1, 1), *is_src = rs_xcalloc(world + 1, 1);
+    uint64_t *dom_need = rs_xcalloc(ndom + 1, sizeof *dom_need);
+    uint32_t *dom_stamp = rs_xmalloc((ndom + 1) * sizeof *dom_stamp);
+    for (uint32_t a = 0; a < ndom; a++) dom_stamp[a] = RS_NONE;
+    projcache c = {.L = L};
+    pblock_vec blk = {0};
+    cbox_vec boxes = {0};
+    cboxp_vec ptrs = {0};
+
+    for (uint32_t t = 0; t < L->ntensors; t++) {
+        const rs_tensor *T = L->tensors + t;
+        uint64_t dts = (uint64_t)rs_dtype_size(T->dtype);
+        uint32_t nd = T->ndim;
+        blk.n = 0;
+        boxes.n = 0;
+        tensor_blocks(&c, t, RS_DST, &blk);
+        for (size_t i = 0; i < blk.n; i++) {
+            const pblock *pb = &blk.v[i];
+            proj *pj = (proj *)pb->pj;
+            if (!(pj->marked[pb->tuple] & 1)) {
+                pj->marked[pb->tuple] |= 1;
+                for (uint32_t k = pj->rank_begin[pb->tuple]; k < pj->rank_begin[pb->tuple + 1]; k++)
+                    is_dst[pj->ranks[k]] = 1;
+            }
+            for (uint32_t k = pj->dom_begin[pb->tuple]; k < pj->dom_begin[pb->tuple + 1]; k++) {
+                cbox b;
+                memcpy(b.lo, pb->lo, sizeof b.lo);
+                memcpy(b.hi, pb->hi, sizeof b.hi);
+                b.dom = pj->doms[k];
+                b.kind = 0;
+                rs_vec_push(&boxes, b);
+                dom_stamp[b.dom] = t;
+            }
+        }
+        size_t nneed = boxes.n;
+        blk.n = 0;
+        tensor_blocks(&c, t, RS_SRC, &blk);
+        for (size_t i = 0; i < blk.n; i++) {
+            const pblock *pb = &blk.v[i];
+            proj *pj = (proj *)pb->pj;
+            if (!(pj->marked[pb->tuple] & 2)) {
+                pj->marked[pb->tuple] |= 2;
+                for (uint32_t k = pj->rank_begin[pb->tuple]; k < pj->rank_begin[pb->tuple + 1]; k++)
+                    is_src[pj->ranks[k]] = 1;
+            }
+            for (uint32_t k = pj->dom_begin[pb->tuple]; k < pj->dom_begin[pb->tuple + 1]; k++) {
+                if (dom_stamp[pj->doms[k]] != t) continue; /* held where nobody needs it */
+                cbox b;
+                memcpy(b.lo, pb->lo, sizeof b.lo);
+                memcpy(b.hi, pb->hi, sizeof b.hi);
+                b.dom = pj->doms[k];
+                b.kind = 1;
+                rs_vec_push(&boxes, b);
+            }
+        }
+        if (nneed == 0) continue;
+        int any_held = boxes.n > nneed;
+        box_ndim_g = nd;
+        qsort(boxes.v, boxes.n, sizeof *boxes.v, cmp_cbox_dom);
+        size_t w = 0;
+        for (size_t i = 0; i < boxes.n; i++)
+            if (w == 0 || cmp_cbox_dom(&boxes.v[i], &boxes.v[w - 1]) != 0) boxes.v[w++] = boxes.v[i];
+        boxes.n = w;
+        /* per domain: |U_a \ H_a| = |U_a u H_a| - |H_a| */
+        for (size_t i = 0; i < boxes.n;) {
+            size_t j = i;
+            while (j < boxes.n && boxes.v[j].dom == boxes.v[i].dom) j++;
+            ptrs.n = 0;
+            size_t nheld = 0;
+            for (size_t k = i; k < j; k++) {
+                rs_vec_push(&ptrs, &boxes.v[k]);
+                nheld += boxes.v[k].kind == 1;
+            }
+            int64_t v = union_volume(&ptrs, nd);
+            if (nheld) {
+                ptrs.n = 0;
+                for (size_t k = i; k < j; k++)
+                    if (boxes.v[k].kind == 1) rs_vec_push(&ptrs, &boxes.v[k]);
+                v -= union_volume(&ptrs, nd);
+            }
+            uint64_t bytes = sat_mul((uint64_t)v, dts);
+            dom_need[boxes.v[i].dom] = sat_add(dom_need[boxes.v[i].dom], bytes);
+            out->need_bytes = sat_add(out->need_bytes, bytes);
+            i = j;
+        }
+        /* distinct bytes needed anywhere, and needed from outside some domain */
+        ptrs.n = 0;
+        for (size_t k = 0; k < boxes.n; k++)
+            if (boxes.v[k].kind == 0) rs_vec_push(&ptrs, &boxes.v[k]);
+        int64_t model = union_volume(&ptrs, nd);
+        out->model_bytes = sat_add(out->model_bytes, sat_mul((uint64_t)model, dts));
+        int64_t distinct = model;
+        if (any_held) {
+            ptrs.n = 0;
+            for (size_t k = 0; k < boxes.n; k++) rs_vec_push(&ptrs, &boxes.v[k]);
+            distinct = boxes_volume(ptrs.v, ptrs.n, nd, PRED_NEED_NOT_HELD);
+        }
+        out->distinct_bytes = sat_add(out->distinct_bytes, sat_mul((uint64_t)distinct, dts));
+    }
+
+    uint32_t *recv = rs_xcalloc(ndom + 1, sizeof *recv);
+    for (uint32_t r = 0; r < world; r++) {
+        out->ndst_gpus += is_dst[r];
+        out->nsrc_gpus += is_src[r];
+        if (is_dst[r]) recv[L->topo.domain_of[r]]++;
+    }
+    double nic = GBPS_TO_BPS(p->nic_gbps);
+    for (uint32_t a = 0; a < ndom; a++) {
+        if (!recv[a]) continue;
+        out->ndomains++;
+        double s = (double)dom_need[a] / (nic * recv[a]);
+        if (out->dst_domain == RS_NONE || s > out->dst_s) {
+            out->dst_s = s;
+            out->dst_domain = a;
+            out->dst_domain_bytes = dom_need[a];
+            out->dst_domain_gpus = recv[a];
+        }
+    }
+    if (out->nsrc_gpus) {
+        out->src_s = (double)out->distinct_bytes / (nic * out->nsrc_gpus);
+        out->src_norelay_s = (double)out->need_bytes / (nic * out->nsrc_gpus);
+    }
+    out->bound_s = out->dst_s > out->src_s ? out->dst_s : out->src_s;
+    out->bound_norelay_s = out->dst_s > out->src_norelay_s ? out->dst_s : out->src_norelay_s;
+
+    free(recv);
+    rs_vec_free(&ptrs);
+    rs_vec_free(&boxes);
+    rs_vec_free(&blk);
+    projcache_free(&c);
+    free(dom_stamp);
+    free(dom_need);
+    free(is_src);
+    free(is_dst);
+    return 0;
+}
+
+/* ======================================================================================
+ * The simulation. Programs: per rank, steps on lanes (each lane runs its steps in order); a step
+ * waits for listed steps, then (1) packs (its HBM bytes at device-memory bandwidth), (2) runs its
+ * messages as one group (a message flows once both its endpoints' steps have posted; the group ends
+ * when all its messages have), (3) unpacks, then (4) an optional fixed delay. Links: each GPU's NIC
+ * out and in, NVLink out and in, and its HBM. A message between two ranks of one NVLink domain uses
+ * their NVLink links, otherwise their NICs, whatever the lane. Flows share each link equally: a
+ * flow's rate is the minimum over its links of bandwidth / flows on that link, recomputed whenever
+ * a flow starts or ends on one of them. A message's size counts latency x bandwidth extra bytes,
+ * so a link's busy time is the sum over its messages of bytes / bandwidth + latency.
+ * ====================================================================================== */
+typedef struct {
+    uint32_t rank;
+    uint8_t lane;
+    double pre, post; /* bytes moved through HBM before the group and after it */
+    double delay;     /* seconds after the unpack */
+} sstep;
+typedef struct {
+    uint32_t from, to; /* step ids */
+    double bytes;
+} smsg;
+typedef struct {
+    uint32_t step, on;
+} swait;
+
+typedef struct {
+    uint32_t world;
+    const uint32_t *domain_of;
+    rs_vec(sstep) steps;
+    rs_vec(smsg) msgs;
+    rs_vec(swait) waits;
+} ssim;
+
+static uint32_t ssim_step(ssim *S, uint32_t rank, int lane)
+{
+    sstep s = {.rank = rank, .lane = (uint8_t)lane};
+    rs_vec_push(&S->steps, s);
+    return (uint32_t)(S->steps.n - 1);
+}
+static void ssim_msg(ssim *S, uint32_t from, uint32_t to, double bytes)
+{
+    smsg m = {from, to, bytes};
+    rs_vec_push(&S->msgs, m);
+}
+static void ssim_wait(ssim *S, uint32_t step, uint32_t on)
+{
+    swait w = {step, on};
+    rs_vec_push(&S->waits, w);
+}
+static void ssim_free(ssim *S)
+{
+    rs_vec_free(&S->steps);
+    rs_vec_free(&S->msgs);
+    rs_vec_free(&S->waits);
+}
+
+enum { FL_MSG, FL_PRE, FL_POST, FL_DELAY };
+
+typedef struct {
+    double rem, rate, t_last, key;
+    uint32_t link[2], pos[2];
+    uint32_t owner; /* message or step id */
+    int32_t hpos;
+    uint8_t nlinks, type;
+} flow;
+
+typedef rs_vec(uint32_t) u32_vec;
+
+typedef struct {
+    const ssim *S;
+    double now;
+    double bw[RS_NLINK_KINDS];
+    double lat_s;
+    rs_vec(flow) fl;
+    u32_vec *link_flows; /* [world * RS_NLINK_KINDS] */
+    uint32_t *heap;
+    size_t nheap, capheap;
+    /* per step */
+    uint32_t *deps, *pending, *next_lane, *wdep_begin, *wdep;
+    uint8_t *posted;
+    uint32_t *msg_begin, *msg_list;
+    rs_cost_step_time *tm;
+    u32_vec ready;
+    size_t ready_head;
+    uint64_t ndone;
+    double *link_s;
+} simstate;
+
+static int flow_less(const simstate *st, uint32_t a, uint32_t b)
+{
+    const flow *x = &st->fl.v[a], *y = &st->fl.v[b];
+    if (x->key != y->key) return x->key < y->key;
+    return a < b;
+}
+static void heap_swap(simstate *st, size_t i, size_t j)
+{
+    uint32_t t = st->heap[i];
+    st->heap[i] = st->heap[j];
+    st->heap[j] = t;
+    st->fl.v[st->heap[i]].hpos = (int32_t)i;
+    st->fl.v[st->heap[j]].hpos = (int32_t)j;
+}
+static void heap_fix(simstate *st, size_t i)
+{
+    while (i > 0 && flow_less(st, st->heap[i], st->heap[(i - 1) / 2])) {
+        heap_swap(st, i, (i - 1) / 2);
+        i = (i - 1) / 2;
+    }
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < st->nheap && flow_less(st, st->heap[l], st->heap[m])) m = l;
+        if (r < st->nheap && flow_less(st, st->heap[r], st->heap[m])) m = r;
+        if (m == i) break;
+        heap_swap(st, i, m);
+        i = m;
+    }
+}
+static void heap_push(simstate *st, uint32_t f)
+{
+    if (st->nheap == st->capheap) {
+        st->capheap = st->capheap ? 2 * st->capheap : 1024;
+        st->heap = rs_xrealloc(st->heap, st->capheap * sizeof *st->heap);
+    }
+    st->heap[st->nheap] = f;
+    st->fl.v[f].hpos = (int32_t)st->nheap;
+    st->nheap++;
+    heap_fix(st, st->nheap - 1);
+}
+static void heap_remove(simstate *st, uint32_t f)
+{
+    size_t i = (size_t)st->fl.v[f].hpos;
+    st->nheap--;
+    if (i != st->nheap) {
+        heap_swap(st, i, st->nheap);
+        heap_fix(st, i);
+    }
+    st->fl.v[f].hpos = -1;
+}
+
+static void flow_rate(simstate *st, uint32_t f)
+{
+    flow *x = &st->fl.v[f];
+    x->rem -= x->rate * (st->now - x->t_last);
+    if (x->rem < 0) x->rem = 0;
+    x->t_last = st->now;
+    double r = x->nlinks ? INFINITY : 1.0;
+    for (int k = 0; k < x->nlinks; k++) {
+        double s = st->bw[x->link[k] % RS_NLINK_KINDS] / (double)st->link_flows[x->link[k]].n;
+        if (s < r) r = s;
+    }
+    x->rate = r;
+    x->key = st->now + x->rem / r;
+    if (x->hpos >= 0) heap_fix(st, (size_t)x->hpos);
+    else heap_push(st, f);
+}
+
+static void link_refresh(simstate *st, uint32_t link)
+{
+    u32_vec *v = &st->link_flows[link];
+    for (size_t i = 0; i < v->n; i++) flow_rate(st, v->v[i]);
+}
+
+static void flow_start(simstate *st, int type, uint32_t owner, int nlinks, const uint32_t *links, double amount)
+{
+    flow x = {.rem = amount, .t_last = st->now, .owner = owner, .hpos = -1, .nlinks = (uint8_t)nlinks,
+              .type = (uint8_t)type};
+    uint32_t f = (uint32_t)st->fl.n;
+    for (int k = 0; k < nlinks; k++) {
+        x.link[k] = links[k];
+        x.pos[k] = (uint32_t)st->link_flows[links[k]].n;
+        rs_vec_push(&st->link_flows[links[k]], f);
+        st->link_s[links[k]] += amount / st->bw[links[k] % RS_NLINK_KINDS];
+    }
+    rs_vec_push(&st->fl, x);
+    if (!nlinks) flow_rate(st, f);
+    for (int k = 0; k < nlinks; k++) link_refresh(st, links[k]);
+}
+
+static void flow_end(simstate *st, uint32_t f)
+{
+    heap_remove(st, f);
+    flow *x = &st->fl.v[f];
+    for (int k = 0; k < x->nlinks; k++) {
+        u32_vec *v = &st->link_flows[x->link[k]];
+        uint32_t i = x->pos[k], last = v->v[v->n - 1];
+        v->v[i] = last;
+        flow *y = &st->fl.v[last];
+        for (int q = 0; q < y->nlinks; q++)
+            if (y->link[q] == x->link[k]) y->pos[q] = i;
+        v->n--;
+    }
+    for (int k = 0; k < x->nlinks; k++) link_refresh(st, x->link[k]);
+}
+
+static void step_xfer_done(simstate *st, uint32_t s);
+
+static void step_done(simstate *st, uint32_t s)
+{
+    st->tm[s].t_done = st->now;
+    st->ndone++;
+    uint32_t n = st->next_lane[s];
+    if (n != RS_NONE && --st->deps[n] == 0) rs_vec_push(&st->ready, n);
+    for (uint32_t k = st->wdep_begin[s]; k < st->wdep_begin[s + 1]; k++)
+        if (--st->deps[st->wdep[k]] == 0) rs_vec_push(&st->ready, st->wdep[k]);
+}
+
+static void step_post_done(simstate *st, uint32_t s)
+{
+    const sstep *x = &st->S->steps.v[s];
+    if (x->delay > 0) flow_start(st, FL_DELAY, s, 0, NULL, x->delay);
+    else step_done(st, s);
+}
+
+static void step_xfer_done(simstate *st, uint32_t s)
+{
+    const sstep *x = &st->S->steps.v[s];
+    st->tm[s].t_xfer = st->now;
+    if (x->post > 0) {
+        uint32_t l = x->rank * RS_NLINK_KINDS + RS_LINK_HBM;
+        flow_start(st, FL_POST, s, 1, &l, x->post);
+    } else
+        step_post_done(st, s);
+}
+
+static void msg_start(simstate *st, uint32_t m)
+{
+    const smsg *x = &st->S->msgs.v[m];
+    uint32_t a = st->S->steps.v[x->from].rank, b = st->S->steps.v[x->to].rank;
+    int nvl = st->S->domain_of[a] == st->S->domain_of[b];
+    uint32_t links[2] = {a * RS_NLINK_KINDS + (nvl ? RS_LINK_NVL_OUT : RS_LINK_NIC_OUT),
+                         b * RS_NLINK_KINDS + (nvl ? RS_LINK_NVL_IN : RS_LINK_NIC_IN)};
+    double bw = st->bw[nvl ? RS_LINK_NVL_OUT : RS_LINK_NIC_OUT];
+    flow_start(st, FL_MSG, m, 2, links, x->bytes + st->lat_s * bw);
+}
+
+static void step_post(simstate *st, uint32_t s)
+{
+    st->tm[s].t_post = st->now;
+    st->posted[s] = 1;
+    st->pending[s] = st->msg_begin[s + 1] - st->msg_begin[s];
+    if (!st->pending[s]) {
+        step_xfer_done(st, s);
+        return;
+    }
+    for (uint32_t k = st->msg_begin[s]; k < st->msg_begin[s + 1]; k++) {
+        uint32_t m = st->msg_list[k];
+        const smsg *x = &st->S->msgs.v[m];
+        uint32_t other = x->from == s ? x->to : x->from;
+        if (st->posted[other]) msg_start(st, m);
+    }
+}
+
+static void step_start(simstate *st, uint32_t s)
+{
+    const sstep *x = &st->S->steps.v[s];
+    st->tm[s].t_ready = st->now;
+    if (x->pre > 0) {
+        uint32_t l = x->rank * RS_NLINK_KINDS + RS_LINK_HBM;
+        flow_start(st, FL_PRE, s, 1, &l, x->pre);
+    } else
+        step_post(st, s);
+}
+
+static void msg_done(simstate *st, uint32_t m)
+{
+    const smsg *x = &st->S->msgs.v[m];
+    if (--st->pending[x->from] == 0) step_xfer_done(st, x->from);
+    if (--st->pending[x->to] == 0) step_xfer_done(st, x->to);
+}
+
+/* Run the programs. keep_steps: hand the per-step timeline to out. */
+static int ssim_run(const ssim *S, const rs_cost_params *p, rs_cost_sim *out, int keep_steps, char *err,
+                    size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    size_t ns = S->steps.n, nm = S->msgs.n, nl = (size_t)S->world * RS_NLINK_KINDS;
+    simstate st = {.S = S};
+    st.bw[RS_LINK_NIC_OUT] = st.bw[RS_LINK_NIC_IN] = GBPS_TO_BPS(p->nic_gbps);
+    st.bw[RS_LINK_NVL_OUT] = st.bw[RS_LINK_NVL_IN] = GBPS_TO_BPS(p->nvlink_gbps);
+    st.bw[RS_LINK_HBM] = GBPS_TO_BPS(p->hbm_gbps);
+    st.lat_s = p->latency_us * 1e-6;
+    st.link_flows = rs_xcalloc(nl + 1, sizeof *st.link_flows);
+    st.link_s = rs_xcalloc(nl + 1, sizeof *st.link_s);
+    st.deps = rs_xcalloc(ns + 1, sizeof *st.deps);
+    st.pending = rs_xcalloc(ns + 1, sizeof *st.pending);
+    st.next_lane = rs_xmalloc((ns + 1) * sizeof *st.next_lane);
+    st.posted = rs_xcalloc(ns + 1, 1);
+    st.tm = rs_xcalloc(ns + 1, sizeof *st.tm);
+    /* lane order: each step depends on the previous step of its rank and lane */
+    uint32_t *last = rs_xmalloc(((size_t)S->world * RS_NLANES + 1) * sizeof *last);
+    for (size_t i = 0; i < (size_t)S->world * RS_NLANES; i++) last[i] = RS_NONE;
+    for (size_t s = 0; s < ns; s++) {
+        const sstep *x = &S->steps.v[s];
+        rs_assert(x->rank < S->world && x->lane < RS_NLANES);
+        st.next_lane[s] = RS_NONE;
+        st.tm[s].rank = x->rank;
+        st.tm[s].lane = x->lane;
+        uint32_t *l = &last[(size_t)x->rank * RS_NLANES + x->lane];
+        if (*l != RS_NONE) {
+            st.next_lane[*l] = (uint32_t)s;
+            st.deps[s]++;
+        }
+        *l = (uint32_t)s;
+    }
+    free(last);
+    /* waits: CSR of the steps waiting on each step */
+    st.wdep_begin = rs_xcalloc(ns + 2, sizeof *st.wdep_begin);
+    for (size_t i = 0; i < S->waits.n; i++) {
+        st.wdep_begin[S->waits.v[i].on + 1]++;
+        st.deps[S->waits.v[i].step]++;
+    }
+    for (size_t s = 0; s < ns; s++) st.wdep_begin[s + 1] += st.wdep_begin[s];
+    st.wdep = rs_xmalloc((S->waits.n + 1) * sizeof *st.wdep);
+    uint32_t *fill = rs_xmalloc((ns + 1) * sizeof *fill);
+    memcpy(fill, st.wdep_begin, (ns + 1) * sizeof *fill);
+    for (size_t i = 0; i < S->waits.n; i++) st.wdep[fill[S->waits.v[i].on]++] = S->waits.v[i].step;
+    /* messages of each step */
+    st.msg_begin = rs_xcalloc(ns + 2, sizeof *st.msg_begin);
+    for (size_t m = 0; m < nm; m++) {
+        st.msg_begin[S->msgs.v[m].from + 1]++;
+        st.msg_begin[S->msgs.v[m].to + 1]++;
+    }
+    for (size_t s = 0; s < ns; s++) st.msg_begin[s + 1] += st.msg_begin[s];
+    st.msg_list = rs_xmalloc((2 * nm + 1) * sizeof *st.msg_list);
+    memcpy(fill, st.msg_begin, (ns + 1) * sizeof *fill);
+    for (size_t m = 0; m < nm; m++) {
+        st.msg_list[fill[S->msgs.v[m].from]++] = (uint32_t)m;
+        st.msg_list[fill[S->msgs.v[m].to]++] = (uint32_t)m;
+    }
+    free(fill);
+
+    for (size_t s = 0; s < ns; s++)
+        if (!st.deps[s]) rs_vec_push(&st.ready, (uint32_t)s);
+    for (;;) {
+        while (st.ready_head < st.ready.n) step_start(&st, st.ready.v[st.ready_head++]);
+        if (!st.nheap) break;
+        uint32_t f = st.heap[0];
+        if (st.fl.v[f].key > st.now) st.now = st.fl.v[f].key;
+        flow_end(&st, f);
+        int type = st.fl.v[f].type;
+        uint32_t owner = st.fl.v[f].owner;
+        switch (type) {
+        case FL_MSG: msg_done(&st, owner); break;
+        case FL_PRE: step_post(&st, owner); break;
+        case FL_POST: step_post_done(&st, owner); break;
+        default: step_done(&st, owner); break;
+        }
+    }
+
+    int rc = 0;
+    if (st.ndone < ns) {
+        /* name the first step posted but never finished (messages that never match), else the first
+         * step never started (waiting on it) */
+        size_t s = ns;
+        for (size_t i = 0; i < ns && s == ns; i++)
+            if (st.posted[i] && st.pending[i]) s = i;
+        for (size_t i = 0; i < ns && s == ns; i++)
+            if (!st.posted[i]) s = i;
+        if (s == ns) s = 0;
+        snprintf(err, errlen,
+                 "cost model: the programs cannot complete (%llu of %llu steps done): rank %u, its %s-lane "
+                 "step %s",
+                 (unsigned long long)st.ndone, (unsigned long long)ns, S->steps.v[s].rank,
+                 S->steps.v[s].lane == RS_LANE_NET ? "NET" : "NVL",
+                 st.posted[s] ? "waits for messages that never come" : "never starts");
+        rc = -1;
+    }
+    out->world = S->world;
+    out->nmsgs = nm;
+    out->nsteps = ns;
+    double tmax = 0;
+    for (size_t s = 0; s < ns; s++)
+        if (st.tm[s].t_done > tmax) tmax = st.tm[s].t_done;
+    out->time_s = tmax;
+    out->link_s = st.link_s;
+    out->busiest_rank = 0;
+    out->busiest_kind = RS_LINK_NIC_OUT;
+    for (size_t l = 0; l < nl; l++)
+        if (st.link_s[l] > out->busiest_s) {
+            out->busiest_s = st.link_s[l];
+            out->busiest_rank = (uint32_t)(l / RS_NLINK_KINDS);
+            out->busiest_kind = (int)(l % RS_NLINK_KINDS);
+        }
+    if (keep_steps && rc == 0) out->steps = st.tm;
+    else free(st.tm);
+    for (size_t l = 0; l < nl; l++) rs_vec_free(&st.link_flows[l]);
+    free(st.link_flows);
+    free(st.deps);
+    free(st.pending);
+    free(st.next_lane);
+    free(st.posted);
+    free(st.wdep_begin);
+    free(st.wdep);
+    free(st.msg_begin);
+    free(st.msg_list);
+    free(st.heap);
+    rs_vec_free(&st.fl);
+    rs_vec_free(&st.ready);
+    if (rc) {
+        free(out->link_s);
+        out->link_s = NULL;
+    }
+    return rc;
+}
+
+void rs_cost_sim_free(rs_cost_sim *s)
+{
+    if (!s) return;
+    free(s->link_s);
+    free(s->steps);
+    memset(s, 0, sizeof *s);
+}
+
+const char *rs_cost_link_name(int kind)
+{
+    static const char *names[] = {"NIC out", "NIC in", "NVLink out", "NVLink in", "HBM"};
+    return kind >= 0 && kind < RS_NLINK_KINDS ? names[kind] : "?";
+}
+
+/* ======================================================================================
+ * A plan's programs as simulation programs: steps one to one, PACK + COPY bytes before the group,
+ * UNPACK bytes after it, and the k-th SEND from A to B on a lane matched with the k-th RECV from A
+ * on B on that lane (NCCL's rule, as the runtime executes it).
+ * ====================================================================================== */
+typedef struct {
+    uint32_t lane, a, b;
+    uint64_t seq;
+    uint32_t step;
+    uint64_t bytes;
+} xrec;
+
+static int cmp_xrec(const void *x, const void *y)
+{
+    const xrec *p = x, *q = y;
+    if (p->lane != q->lane) return p->lane < q->lane ? -1 : 1;
+    if (p->a != q->a) return p->a < q->a ? -1 : 1;
+    if (p->b != q->b) return p->b < q->b ? -1 : 1;
+    if (p->seq != q->seq) return p->seq < q->seq ? -1 : 1;
+    return 0;
+}
+
+static int plan_all_loaded(const rs_plan *P, char *err, size_t errlen)
+{
+    for (uint32_t r = 0; r < P->layout.topo.world; r++)
+        if (!P->ranks[r].loaded) {
+            snprintf(err, errlen, "cost model: rank %u's program is not loaded (load every rank)", r);
+            return -1;
+        }
+    return 0;
+}
+
+static int plan_to_ssim(const rs_plan *P, ssim *S, char *err, size_t errlen)
+{
+    uint32_t world = P->layout.topo.world;
+    S->world = world;
+    S->domain_of = P->layout.topo.domain_of;
+    rs_vec(xrec) sends = {0}, recvs = {0};
+    uint32_t base = 0;
+    for (uint32_t r = 0; r < world; r++) {
+        const rs_rank_prog *rp = &P->ranks[r];
+        uint64_t seq = 0;
+        for (uint32_t si = 0; si < rp->nsteps; si++) {
+            const rs_step *st = &rp->steps[si];
+            uint32_t id = ssim_step(S, r, st->lane);
+            rs_assert(id == base + si);
+            sstep *x = &S->steps.v[id];
+            for (uint32_t w = 0; w < st->nwaits; w++) ssim_wait(S, id, base + rp->waits[st->wait_begin + w]);
+            for (uint32_t k = 0; k < st->nops; k++) {
+                const rs_op *op = &rp->ops[st->op_begin + k];
+                switch (op->code) {
+                case RS_OP_PACK:
+                case RS_OP_COPY: x->pre += 2.0 * (double)op->bytes; break;
+                case RS_OP_UNPACK: x->post += 2.0 * (double)op->bytes; break;
+                case RS_OP_SEND: {
+                    xrec q = {st->lane, r, op->peer, seq++, id, op->bytes};
+                    rs_vec_push(&sends, q);
+                    break;
+                }
+                case RS_OP_RECV: {
+                    xrec q = {st->lane, op->peer, r, seq++, id, op->bytes};
+                    rs_vec_push(&recvs, q);
+                    break;
+                }
+                default: break;
+                }
+            }
+        }
+        base += rp->nsteps;
+    }
+    qsort(sends.v, sends.n, sizeof *sends.v, cmp_xrec);
+    qsort(recvs.v, recvs.n, sizeof *recvs.v, cmp_xrec);
+    int rc = 0;
+    size_t i = 0, j = 0;
+    while (i < sends.n || j < recvs.n) {
+        const xrec *s = i < sends.n ? &sends.v[i] : NULL, *q = j < recvs.n ? &recvs.v[j] : NULL;
+        int c = !s ? 1 : !q ? -1 : (s->lane != q->lane ? (s->lane < q->lane ? -1 : 1)
+                                    : s->a != q->a     ? (s->a < q->a ? -1 : 1)
+                                    : s->b != q->b     ? (s->b < q->b ? -1 : 1)
+                                                       : 0);
+        if (c != 0) {
+            const xrec *e = c < 0 ? s : q;
+            snprintf(err, errlen, "cost model: a %s from rank %u to rank %u on the %s lane has no matching %s",
+                     c < 0 ? "send" : "receive", e->a, e->b, e->lane == RS_LANE_NET ? "NET" : "NVL",
+                     c < 0 ? "receive" : "send");
+            rc = -1;
+            break;
+        }
+        if (s->bytes != q->bytes) {
+            snprintf(err, errlen,
+                     "cost model: rank %u sends %llu bytes to rank %u on the %s lane, which receives %llu", s->a,
+                     (unsigned long long)s->bytes, s->b, s->lane == RS_LANE_NET ? "NET" : "NVL",
+                     (unsigned long long)q->bytes);
+            rc = -1;
+            break;
+        }
+        ssim_msg(S, s->step, q->step, (double)s->bytes);
+        i++;
+        j++;
+    }
+    rs_vec_free(&sends);
+    rs_vec_free(&recvs);
+    return rc;
+}
+
+int rs_cost_model_plan(const rs_plan *P, const rs_cost_params *p, rs_cost_sim *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (params_check(p, err, errlen) || plan_all_loaded(P, err, errlen)) return -1;
+    ssim S = {0};
+    int rc = plan_to_ssim(P, &S, err, errlen);
+    if (!rc) rc = ssim_run(&S, p, out, 1, err, errlen);
+    ssim_free(&S);
+    return rc;
+}
+
+/* ======================================================================================
+ * Traffic of a plan. Relay bytes: bytes a rank sends to another domain that came from what it
+ * received, not from a source buffer: sends from a destination buffer, sends from staging written by
+ * a RECV (or packed from a destination buffer). Ranks without source buffers only forward.
+ * ====================================================================================== */
+typedef struct {
+    uint64_t lo, hi;
+    int fwd; /* 1: bytes received (forwardable), 0: packed from a source buffer */
+} sival;
+typedef rs_vec(sival) sival_vec;
+
+static int cmp_sival(const void *x, const void *y)
+{
+    const sival *p = x, *q = y;
+    return p->lo < q->lo ? -1 : p->lo > q->lo;
+}
+
+/* Mark [lo, hi) of staging as written with kind fwd, trimming what was there (intervals stay sorted
+ * and disjoint). */
+static void sival_write(sival_vec *v, uint64_t lo, uint64_t hi, int fwd)
+{
+    if (lo >= hi) return;
+    size_t n = v->n;
+    for (size_t i = 0; i < n; i++) {
+        sival *x = &v->v[i];
+        if (x->hi <= lo || x->lo >= hi) continue;
+        if (x->lo < lo && x->hi > hi) { /* split around the new interval */
+            sival right = {hi, x->hi, x->fwd};
+            x->hi = lo;
+            rs_vec_push(v, right);
+            x = &v->v[i];
+        } else if (x->lo < lo)
+            x->hi = lo;
+        else if (x->hi > hi)
+            x->lo = hi;
+        else
+            x->lo = x->hi = 0; /* covered: dropped below */
+    }
+    sival c = {lo, hi, fwd};
+    rs_vec_push(v, c);
+    size_t w = 0;
+    for (size_t i = 0; i < v->n; i++)
+        if (v->v[i].lo < v->v[i].hi) v->v[w++] = v->v[i];
+    v->n = w;
+    qsort(v->v, v->n, sizeof *v->v, cmp_sival);
+}
+
+static uint64_t sival_fwd_bytes(const sival_vec *v, uint64_t lo, uint64_t hi)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < v->n; i++) {
+        if (!v->v[i].fwd || v->v[i].hi <= lo || v->v[i].lo >= hi) continue;
+        uint64_t a = v->v[i].lo > lo ? v->v[i].lo : lo, b = v->v[i].hi < hi ? v->v[i].hi : hi;
+        n += b - a;
+    }
+    return n;
+}
+
+static int binding_is_dst(const rs_plan *P, const rs_rank_prog *rp, uint32_t loc)
+{
+    return loc < rp->nbindings && P->layout.buffers[rp->bindings[loc].buffer].side == RS_DST;
+}
+
+int rs_cost_plan_traffic(const rs_plan *P, rs_cost_traffic *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (plan_all_loaded(P, err, errlen)) return -1;
+    const rs_topology *T = &P->layout.topo;
+    uint32_t world = T->world, nd = T->ndomains;
+    out->world = world;
+    out->ndomains = nd;
+    out->nic_out = rs_xcalloc(world + 1, sizeof *out->nic_out);
+    out->nic_in = rs_xcalloc(world + 1, sizeof *out->nic_in);
+    out->nvl_out = rs_xcalloc(world + 1, sizeof *out->nvl_out);
+    out->nvl_in = rs_xcalloc(world + 1, sizeof *out->nvl_in);
+    out->dom_matrix = rs_xcalloc((size_t)nd * nd + 1, sizeof *out->dom_matrix);
+    if (world <= RS_COST_RANK_MATRIX_MAX) out->rank_matrix = rs_xcalloc((size_t)world * world + 1, sizeof(uint64_t));
+    sival_vec iv = {0};
+    for (uint32_t r = 0; r < world; r++) {
+        const rs_rank_prog *rp = &P->ranks[r];
+        int has_src = 0, has_recv_staging = 0;
+        for (uint32_t b = 0; b < rp->nbindings; b++)
+            has_src |= P->layout.buffers[rp->bindings[b].buffer].side == RS_SRC;
+        for (uint32_t k = 0; k < rp->nops; k++)
+            has_recv_staging |= rp->ops[k].code == RS_OP_RECV && rp->ops[k].loc == RS_LOC_STAGING;
+        int track = has_src && has_recv_staging;
+        iv.n = 0;
+        out->nsteps += rp->nsteps;
+        for (uint32_t si = 0; si < rp->nsteps; si++) {
+            const rs_step *st = &rp->steps[si];
+            out->nsteps_lane[st->lane < RS_NLANES ? st->lane : 0]++;
+            const rs_op *ops = rp->ops + st->op_begin;
+            for (uint32_t k = 0; k < st->nops; k++) { /* phase 1 */
+                const rs_op *op = &ops[k];
+                if (op->code == RS_OP_PACK) out->pack_bytes += op->bytes;
+                if (op->code == RS_OP_COPY) out->copy_bytes += op->bytes;
+                if (track && (op->code == RS_OP_PACK || op->code == RS_OP_COPY)) {
+                    const rs_desc *d = &rp->descs[op->dst], *s = &rp->descs[op->src];
+                    uint64_t end;
+                    if (d->loc == RS_LOC_STAGING && !rs_desc_extent(d, &end))
+                        sival_write(&iv, d->offset, end, binding_is_dst(P, rp, s->loc));
+                }
+            }
+            for (uint32_t k = 0; k < st->nops; k++) { /* phase 2 */
+                const rs_op *op = &ops[k];
+                if (op->code != RS_OP_SEND) continue;
+                uint32_t q = op->peer;
+                if (q >= world) continue;
+                uint32_t da = T->domain_of[r], db = T->domain_of[q];
+                out->nmsgs++;
+                if (da == db) {
+                    out->nvl_bytes += op->bytes;
+                    out->nvl_out[r] += op->bytes;
+                    out->nvl_in[q] += op->bytes;
+                } else {
+                    out->net_bytes += op->bytes;
+                    out->nic_out[r] += op->bytes;
+                    out->nic_in[q] += op->bytes;
+                    if (!has_src) out->relay_bytes += op->bytes;
+                    else if (op->loc != RS_LOC_STAGING) {
+                        if (binding_is_dst(P, rp, op->loc)) out->relay_bytes += op->bytes;
+                    } else if (track)
+                        out->relay_bytes += sival_fwd_bytes(&iv, op->off, op->off + op->bytes);
+                }
+                out->dom_matrix[(size_t)da * nd + db] += op->bytes;
+                if (out->rank_matrix) out->rank_matrix[(size_t)r * world + q] += op->bytes;
+            }
+            for (uint32_t k = 0; k < st->nops; k++) { /* received bytes, then phase 3 */
+                const rs_op *op = &ops[k];
+                if (track && op->code == RS_OP_RECV && op->loc == RS_LOC_STAGING)
+                    sival_write(&iv, op->off, op->off + op->bytes, 1);
+                if (op->code == RS_OP_UNPACK) out->unpack_bytes += op->bytes;
+            }
+        }
+    }
+    rs_vec_free(&iv);
+    return 0;
+}
+
+void rs_cost_traffic_free(rs_cost_traffic *t)
+{
+    if (!t) return;
+    free(t->nic_out);
+    free(t->nic_in);
+    free(t->nvl_out);
+    free(t->nvl_in);
+    free(t->dom_matrix);
+    free(t->rank_matrix);
+    memset(t, 0, sizeof *t);
+}
+
+/* ======================================================================================
+ * Baselines. Both walk the tensors in layout order, in buckets of params.bucket_bytes (a bucket
+ * closes once it holds more than that, as NeMo RL's packed broadcast does), and need, per tensor,
+ * its distinct destination blocks (with the ranks needing each) and distinct source blocks (with
+ * their holders).
+ * ====================================================================================== */
+typedef struct {
+    cbox b;
+    uint32_t rbegin, nranks; /* into tinfo.ranks, ascending */
+    uint64_t rr;             /* round-robin counter over the ranks (source blocks: holders) */
+} dblk;
+
+typedef struct {
+    rs_vec(dblk) dst, src;
+    u32_vec ranks;
+    pblock_vec tmp;
+    cboxp_vec ptrs;
+    uint32_t nd;
+    uint64_t dts;
+    int64_t need_vol; /* distinct elements any destination needs */
+} tinfo;
+
+static void tinfo_free(tinfo *ti)
+{
+    rs_vec_free(&ti->dst);
+    rs_vec_free(&ti->src);
+    rs_vec_free(&ti->ranks);
+    rs_vec_free(&ti->tmp);
+    rs_vec_free(&ti->ptrs);
+}
+
+static int cmp_pblock_geom(const void *a, const void *b)
+{
+    const pblock *x = a, *y = b;
+    for (uint32_t d = 0; d < box_ndim_g; d++) {
+        if (x->lo[d] != y->lo[d]) return x->lo[d] < y->lo[d] ? -1 : 1;
+        if (x->hi[d] != y->hi[d]) return x->hi[d] < y->hi[d] ? -1 : 1;
+    }
+    return 0;
+}
+
+static void distinct_side(projcache *c, uint32_t t, rs_side side, tinfo *ti)
+{
+    ti->tmp.n = 0;
+    tensor_blocks(c, t, side, &ti->tmp);
+    box_ndim_g = ti->nd;
+    qsort(ti->tmp.v, ti->tmp.n, sizeof *ti->tmp.v, cmp_pblock_geom);
+    for (size_t i = 0; i < ti->tmp.n;) {
+        size_t j = i;
+        while (j < ti->tmp.n && cmp_pblock_geom(&ti->tmp.v[i], &ti->tmp.v[j]) == 0) j++;
+        dblk d = {0};
+        memcpy(d.b.lo, ti->tmp.v[i].lo, sizeof d.b.lo);
+        memcpy(d.b.hi, ti->tmp.v[i].hi, sizeof d.b.hi);
+        d.rbegin = (uint32_t)ti->ranks.n;
+        for (size_t k = i; k < j; k++) {
+            const proj *pj = ti->tmp.v[k].pj;
+            uint32_t tu = ti->tmp.v[k].tuple;
+            for (uint32_t q = pj->rank_begin[tu]; q < pj->rank_begin[tu + 1]; q++) rs_vec_push(&ti->ranks, pj->ranks[q]);
+        }
+        uint32_t *rk = ti->ranks.v + d.rbegin;
+        size_t n = ti->ranks.n - d.rbegin;
+        qsort(rk, n, sizeof *rk, cmp_u32);
+        size_t w = 0;
+        for (size_t k = 0; k < n; k++)
+            if (w == 0 || rk[k] != rk[w - 1]) rk[w++] = rk[k];
+        ti->ranks.n = d.rbegin + w;
+        d.nranks = (uint32_t)w;
+        if (side == RS_SRC) rs_vec_push(&ti->src, d);
+        else rs_vec_push(&ti->dst, d);
+        i = j;
+    }
+}
+
+static void tinfo_build(projcache *c, uint32_t t, tinfo *ti)
+{
+    const rs_tensor *T = c->L->tensors + t;
+    ti->nd = T->ndim;
+    ti->dts = (uint64_t)rs_dtype_size(T->dtype);
+    ti->dst.n = ti->src.n = ti->ranks.n = 0;
+    distinct_side(c, t, RS_DST, ti);
+    distinct_side(c, t, RS_SRC, ti);
+    ti->ptrs.n = 0;
+    for (size_t i = 0; i < ti->dst.n; i++) rs_vec_push(&ti->ptrs, &ti->dst.v[i].b);
+    ti->need_vol = union_volume(&ti->ptrs, ti->nd);
+}
+
+static int64_t box_intersect(const cbox *a, const cbox *b, uint32_t nd)
+{
+    int64_t v = 1;
+    for (uint32_t d = 0; d < nd; d++) {
+        int64_t lo = a->lo[d] > b->lo[d] ? a->lo[d] : b->lo[d];
+        int64_t hi = a->hi[d] < b->hi[d] ? a->hi[d] : b->hi[d];
+        if (hi <= lo) return 0;
+        v *= hi - lo;
+    }
+    return v;
+}
+
+static int rank_in(const uint32_t *rk, uint32_t n, uint32_t r)
+{
+    return bsearch(&r, rk, n, sizeof *rk, cmp_u32) != NULL;
+}
+
+/* Per-rank byte accumulator with the list of ranks touched (reset per bucket). */
+typedef struct {
+    double *v;
+    uint8_t *on;
+    u32_vec touched;
+} racc;
+
+static void racc_init(racc *a, uint32_t world)
+{
+    a->v = rs_xcalloc(world + 1, sizeof *a->v);
+    a->on = rs_xcalloc(world + 1, 1);
+    memset(&a->touched, 0, sizeof a->touched);
+}
+static void racc_add(racc *a, uint32_t r, double x)
+{
+    if (!a->on[r]) {
+        a->on[r] = 1;
+        rs_vec_push(&a->touched, r);
+    }
+    a->v[r] += x;
+}
+static void racc_sort(racc *a) { qsort(a->touched.v, a->touched.n, sizeof *a->touched.v, cmp_u32); }
+static void racc_reset(racc *a)
+{
+    for (size_t i = 0; i < a->touched.n; i++) {
+        a->v[a->touched.v[i]] = 0;
+        a->on[a->touched.v[i]] = 0;
+    }
+    a->touched.n = 0;
+}
+static void racc_free(racc *a)
+{
+    free(a->v);
+    free(a->on);
+    rs_vec_free(&a->touched);
+}
+
+/* ---- gather-then-broadcast ----
+ * Root R: the lowest source rank (NeMo RL broadcasts from training rank 0). Per bucket:
+ *  - gather (root lane 0): every needed element of the bucket's tensors reaches R from one holder
+ *    (R itself when it holds it, else a holder in R's NVLink domain, else the holders in turn);
+ *    R then packs the bucket (HBM). Gathering bucket k+1 overlaps broadcasting bucket k (two
+ *    buffers: gathering bucket k+2 waits until bucket k is broadcast).
+ *  - broadcast (lane 1): a pipelined ring over the destination ranks that need any of the bucket,
+ *    domain after domain (domains in order of their lowest rank), split into C channels
+ *    (C = min(8, most receivers in a domain)); channel j enters each domain through its
+ *    (j mod n)-th receiver and fans out to the domain's other receivers over NVLink. All hops of
+ *    the ring stream at once; a receiver in the i-th domain finishes (i + 1) network hops plus one
+ *    NVLink hop of pipeline fill later (hop = latency + chunk / bandwidth). Every receiver then
+ *    copies its part out of the bucket (HBM). */
+int rs_cost_gather_broadcast(const rs_layout *L, const rs_cost_params *p, rs_cost_sim *out, char *err,
+                             size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (params_check(p, err, errlen)) return -1;
+    uint32_t world = L->topo.world;
+    projcache c = {.L = L};
+    /* the root: lowest rank holding a non-empty source block */
+    uint32_t R = RS_NONE;
+    pblock_vec blk = {0};
+    for (uint32_t t = 0; t < L->ntensors; t++) {
+        blk.n = 0;
+        tensor_blocks(&c, t, RS_SRC, &blk);
+        for (size_t i = 0; i < blk.n; i++) {
+            uint32_t r0 = blk.v[i].pj->ranks[blk.v[i].pj->rank_begin[blk.v[i].tuple]];
+            if (r0 < R) R = r0;
+        }
+    }
+    rs_vec_free(&blk);
+    ssim S = {.world = world, .domain_of = L->topo.domain_of};
+    if (R == RS_NONE) { /* nothing to send */
+        int rc = ssim_run(&S, p, out, 0, err, errlen);
+        projcache_free(&c);
+        return rc;
+    }
+    uint32_t Rdom = L->topo.domain_of[R];
+    double nic = GBPS_TO_BPS(p->nic_gbps), nvl = GBPS_TO_BPS(p->nvlink_gbps), lat = p->latency_us * 1e-6;
+    double hop_net = lat + (double)p->chunk_bytes / nic, hop_nvl = lat + (double)p->chunk_bytes / nvl;
+    tinfo ti = {0};
+    racc gat, need;
+    racc_init(&gat, world);
+    racc_init(&need, world);
+    u32_vec bcast_root = {0}, recv_step = {0}, dom_first = {0};
+    uint32_t *step_of = rs_xmalloc((world + 1) * sizeof *step_of);
+    double total = 0;
+    for (uint32_t t = 0; t <= L->ntensors; t++) {
+        if (t < L->ntensors) {
+            tinfo_build(&c, t, &ti);
+            double tbytes = (double)ti.need_vol * (double)ti.dts;
+            if (tbytes <= 0) continue;
+            total += tbytes;
+            for (size_t i = 0; i < ti.dst.n; i++) {
+                const dblk *d = &ti.dst.v[i];
+                double v = (double)box_vol(&d->b, 0, ti.nd) * (double)ti.dts;
+                for (uint32_t k = 0; k < d->nranks; k++) racc_add(&need, ti.ranks.v[d->rbegin + k], v);
+            }
+            double srcvol = 0;
+            for (size_t i = 0; i < ti.src.n; i++) srcvol += (double)box_vol(&ti.src.v[i].b, 0, ti.nd);
+            double f = srcvol > (double)ti.need_vol ? (double)ti.need_vol / srcvol : 1.0;
+            uint64_t rr = 0;
+            for (size_t i = 0; i < ti.src.n; i++) {
+                const dblk *s = &ti.src.v[i];
+                const uint32_t *hk = ti.ranks.v + s->rbegin;
+                if (rank_in(hk, s->nranks, R)) continue; /* the root holds it */
+                double v = (double)box_vol(&s->b, 0, ti.nd) * (double)ti.dts * f;
+                uint32_t local[64], nlocal = 0;
+                for (uint32_t k = 0; k < s->nranks && nlocal < 64; k++)
+                    if (L->topo.domain_of[hk[k]] == Rdom) local[nlocal++] = hk[k];
+                uint32_t h = nlocal ? local[rr % nlocal] : hk[rr % s->nranks];
+                rr++;
+                racc_add(&gat, h, v);
+            }
+            if (total <= (double)p->bucket_bytes) continue;
+        }
+        if (total <= 0) continue;
+        /* flush the bucket */
+        uint32_t k = (uint32_t)bcast_root.n;
+        uint32_t g = ssim_step(&S, R, 0);
+        S.steps.v[g].post = 2.0 * total;
+        if (k >= 2) ssim_wait(&S, g, bcast_root.v[k - 2]);
+        racc_sort(&gat);
+        for (size_t i = 0; i < gat.touched.n; i++) {
+            uint32_t h = gat.touched.v[i];
+            if (gat.v[h] <= 0) continue;
+            uint32_t s = ssim_step(&S, h, 0);
+            ssim_msg(&S, s, g, gat.v[h]);
+        }
+        uint32_t b = ssim_step(&S, R, 1);
+        ssim_wait(&S, b, g);
+        rs_vec_push(&bcast_root, b);
+        racc_sort(&need);
+        /* receivers by domain, domains in order of their lowest receiver */
+        recv_step.n = 0;
+        dom_first.n = 0;
+        uint32_t maxn = 0;
+        {
+            /* the touched list is sorted by rank; collect the order of domains */
+            uint32_t ndom = L->topo.ndomains;
+            uint32_t *dcount = rs_xcalloc(ndom + 1, sizeof *dcount);
+            for (size_t i = 0; i < need.touched.n; i++) {
+                uint32_t r = need.touched.v[i];
+                if (r == R) {
+                    S.steps.v[b].post += 2.0 * need.v[r];
+                    continue;
+                }
+                uint32_t d = L->topo.domain_of[r];
+                if (!dcount[d]++) rs_vec_push(&dom_first, d);
+                if (dcount[d] > maxn) maxn = dcount[d];
+            }
+            uint32_t C = maxn < 8 ? maxn : 8;
+            double part = C ? total / C : 0;
+            /* receivers grouped by domain in dom_first order */
+            u32_vec order = {0};
+            uint32_t *dpos = rs_xmalloc((ndom + 1) * sizeof *dpos);
+            for (size_t i = 0; i < dom_first.n; i++) dpos[dom_first.v[i]] = (uint32_t)i;
+            uint32_t *dbegin = rs_xcalloc(dom_first.n + 2, sizeof *dbegin);
+            for (size_t i = 0; i < need.touched.n; i++) {
+                uint32_t r = need.touched.v[i];
+                if (r != R) dbegin[dpos[L->topo.domain_of[r]] + 1]++;
+            }
+            for (size_t i = 0; i < dom_first.n; i++) dbegin[i + 1] += dbegin[i];
+            rs_vec_reserve(&order, need.touched.n + 1);
+            order.n = dbegin[dom_first.n];
+            uint32_t *fill = rs_xmalloc((dom_first.n + 1) * sizeof *fill);
+            memcpy(fill, dbegin, (dom_first.n + 1) * sizeof *fill);
+            for (size_t i = 0; i < need.touched.n; i++) {
+                uint32_t r = need.touched.v[i];
+                if (r != R) order.v[fill[dpos[L->topo.domain_of[r]]]++] = r;
+            }
+            for (size_t di = 0; di < dom_first.n; di++)
+                for (uint32_t q = dbegin[di]; q < dbegin[di + 1]; q++) {
+                    uint32_t r = order.v[q];
+                    uint32_t s = ssim_step(&S, r, 1);
+                    step_of[r] = s;
+                    S.steps.v[s].post = 2.0 * need.v[r];
+                    S.steps.v[s].delay = (double)(di + 1) * hop_net + (dbegin[di + 1] - dbegin[di] > 1 ? hop_nvl : 0);
+                }
+            for (uint32_t j = 0; j < C; j++) {
+                uint32_t prev = b;
+                for (size_t di = 0; di < dom_first.n; di++) {
+                    uint32_t n = dbegin[di + 1] - dbegin[di];
+                    uint32_t head = order.v[dbegin[di] + j % n];
+                    ssim_msg(&S, prev, step_of[head], part);
+                    prev = step_of[head];
+                    for (uint32_t q = dbegin[di]; q < dbegin[di + 1]; q++)
+                        if (order.v[q] != head) ssim_msg(&S, step_of[head], step_of[order.v[q]], part);
+                }
+            }
+            free(fill);
+            free(dbegin);
+            free(dpos);
+            free(dcount);
+            rs_vec_free(&order);
+        }
+        racc_reset(&gat);
+        racc_reset(&need);
+        total = 0;
+    }
+    int rc = ssim_run(&S, p, out, 0, err, errlen);
+    free(step_of);
+    rs_vec_free(&bcast_root);
+    rs_vec_free(&recv_step);
+    rs_vec_free(&dom_first);
+    racc_free(&gat);
+    racc_free(&need);
+    tinfo_free(&ti);
+    ssim_free(&S);
+    projcache_free(&c);
+    return rc;
+}
+
+/* ---- direct ----
+ * Every destination rank receives each element it needs straight from a holder: itself when it
+ * holds it (a local copy), else the holders of that source block in turn (round-robin by count, as
+ * NCCL M2N's uniform mode), never through another destination rank. Per bucket, every rank runs one
+ * step with all its sends and receives of the bucket (packed before, unpacked after). */
+typedef struct {
+    uint32_t from, to;
+    double bytes;
+} pairb;
+
+static int cmp_pairb(const void *a, const void *b)
+{
+    const pairb *x = a, *y = b;
+    if (x->from != y->from) return x->from < y->from ? -1 : 1;
+    if (x->to != y->to) return x->to < y->to ? -1 : 1;
+    return 0;
+}
+
+int rs_cost_direct(const rs_layout *L, const rs_cost_params *p, rs_cost_sim *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (params_check(p, err, errlen)) return -1;
+    uint32_t world = L->topo.world;
+    projcache c = {.L = L};
+    ssim S = {.world = world, .domain_of = L->topo.domain_of};
+    tinfo ti = {0};
+    rs_vec(pairb) pairs = {0};
+    racc sent, recvd;
+    racc_init(&sent, world);
+    racc_init(&recvd, world);
+    uint32_t *step_of = rs_xmalloc((world + 1) * sizeof *step_of);
+    double total = 0;
+    for (uint32_t t = 0; t <= L->ntensors; t++) {
+        if (t < L->ntensors) {
+            tinfo_build(&c, t, &ti);
+            double tbytes = (double)ti.need_vol * (double)ti.dts;
+            if (tbytes <= 0) continue;
+            total += tbytes;
+            for (size_t i = 0; i < ti.dst.n; i++) {
+                const dblk *d = &ti.dst.v[i];
+                for (size_t j = 0; j < ti.src.n; j++) {
+                    dblk *s = &ti.src.v[j];
+                    int64_t v = box_intersect(&d->b, &s->b, ti.nd);
+                    if (!v) continue;
+                    double bytes = (double)v * (double)ti.dts;
+                    const uint32_t *hk = ti.ranks.v + s->rbegin;
+                    for (uint32_t k = 0; k < d->nranks; k++) {
+                        uint32_t r = ti.ranks.v[d->rbegin + k];
+                        if (rank_in(hk, s->nranks, r)) {
+                            racc_add(&recvd, r, bytes); /* local copy */
+                            continue;
+                        }
+                        uint32_t h = hk[s->rr++ % s->nranks];
+                        pairb q = {h, r, bytes};
+                        rs_vec_push(&pairs, q);
+                        racc_add(&sent, h, bytes);
+                        racc_add(&recvd, r, bytes);
+                    }
+                }
+            }
+            if (total <= (double)p->bucket_bytes) continue;
+        }
+        if (total <= 0) continue;
+        /* flush: one step per rank taking part, all its messages of the bucket in it */
+        qsort(pairs.v, pairs.n, sizeof *pairs.v, cmp_pairb);
+        u32_vec ranks = {0};
+        for (size_t i = 0; i < sent.touched.n; i++) rs_vec_push(&ranks, sent.touched.v[i]);
+        for (size_t i = 0; i < recvd.touched.n; i++)
+            if (!sent.on[recvd.touched.v[i]]) rs_vec_push(&ranks, recvd.touched.v[i]);
+        qsort(ranks.v, ranks.n, sizeof *ranks.v, cmp_u32);
+        for (size_t i = 0; i < ranks.n; i++) {
+            uint32_t r = ranks.v[i];
+            uint32_t s = ssim_step(&S, r, 0);
+            step_of[r] = s;
+            S.steps.v[s].pre = 2.0 * (sent.on[r] ? sent.v[r] : 0);
+            S.steps.v[s].post = 2.0 * (recvd.on[r] ? recvd.v[r] : 0);
+        }
+        for (size_t i = 0; i < pairs.n;) {
+            size_t j = i;
+            double bytes = 0;
+            while (j < pairs.n && pairs.v[j].from == pairs.v[i].from && pairs.v[j].to == pairs.v[i].to)
+                bytes += pairs.v[j++].bytes;
+            ssim_msg(&S, step_of[pairs.v[i].from], step_of[pairs.v[i].to], bytes);
+            i = j;
+        }
+        rs_vec_free(&ranks);
+        pairs.n = 0;
+        racc_reset(&sent);
+        racc_reset(&recvd);
+        total = 0;
+    }
+    int rc = ssim_run(&S, p, out, 0, err, errlen);
+    free(step_of);
+    racc_free(&sent);
+    racc_free(&recvd);
+    rs_vec_free(&pairs);
+    tinfo_free(&ti);
+    ssim_free(&S);
+    projcache_free(&c);
+    return rc;
+}
+
+/* ---- the report ---- */
+int rs_cost_report_build(const rs_plan *P, const rs_cost_params *p, rs_cost_report *out, char *err,
+                         size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    out->params = *p;
+    if (rs_cost_lower_bound(&P->layout, p, &out->bound, err, errlen) ||
+        rs_cost_plan_traffic(P, &out->traffic, err, errlen) || rs_cost_model_plan(P, p, &out->plan, err, errlen) ||
+        rs_cost_gather_broadcast(&P->layout, p, &out->gather_broadcast, err, errlen) ||
+        rs_cost_direct(&P->layout, p, &out->direct, err, errlen)) {
+        rs_cost_report_free(out);
+        return -1;
+    }
+    return 0;
+}
+
+void rs_cost_report_free(rs_cost_report *r)
+{
+    if (!r) return;
+    rs_cost_traffic_free(&r->traffic);
+    rs_cost_sim_free(&r->plan);
+    rs_cost_sim_free(&r->gather_broadcast);
+    rs_cost_sim_free(&r->direct);
+}

@@ -5,8 +5,8 @@
  *                           dst w on infer { tp: shard(1) } as "model.w";
  *   tensor b : fp32[8];     src b on train { tp = 0 } as "b";   dst b on infer {} as "model.b";
  *   tensor e : int8[2, 4];  src e on all { r = 3 } as "e.src";  dst e on infer { tp: shard(0) } as "e.dst" : [1, 4];
- * Ranks 0 and 1 pack their halves of w for ranks 2 and 3 (NET); rank 0 sends b zero-copy to rank 2,
- * which forwards it to rank 3 over NVLink; rank 3 copies its row of e locally and sends the other. */
+ * Ranks 0 and 1 pack their halves of w for ranks 2 and 3 (NET); rank 0 sends b zero-copy to rank 2's
+ * staging, which unpacks it and forwards the same staging bytes to rank 3 over NVLink; rank 3 copies its row of e locally and sends the other. */
 #include "fixture.h"
 
 #include <stdlib.h>
@@ -195,20 +195,23 @@ void fx_build(rs_plan *P)
         op_xfer(g, RS_OP_SEND, 0, 3, RS_LOC_STAGING, 12, 12);
         if (r == 0) op_xfer(g, RS_OP_SEND, 1, 2, 1, 0, 32);
     }
-    { /* rank 2: w columns 0:3, b (forwards it), e row 0 */
+    { /* rank 2: w columns 0:3, b (through staging, then forwarded from there over NVLink), e row 0 */
         rs_rank_prog *g = &P->ranks[2];
+        const uint64_t c32[] = {32};
         bind(g, b_mw, 2, s43, 2);
         bind(g, b_mb, 1, s8, 4);
         bind(g, b_ed, 2, s14, 1);
-        g->staging_bytes = 12;
+        g->staging_bytes = 44;
         step(g, RS_LANE_NET, 0, NULL);
         uint32_t s = desc(g, RS_LOC_STAGING, 0, 1, c1, one), d = desc(g, 0, 0, 1, c1, one);
+        uint32_t sb = desc(g, RS_LOC_STAGING, 12, 1, c32, one), db = desc(g, 1, 0, 1, c32, one);
         op_xfer(g, RS_OP_RECV, 0, 0, RS_LOC_STAGING, 0, 12);
         op_xfer(g, RS_OP_RECV, 0, 1, 0, 12, 12);
-        op_xfer(g, RS_OP_RECV, 1, 0, 1, 0, 32);
+        op_xfer(g, RS_OP_RECV, 1, 0, RS_LOC_STAGING, 12, 32);
         op_copy(g, RS_OP_UNPACK, 0, s, d);
+        op_copy(g, RS_OP_UNPACK, 1, sb, db);
         step(g, RS_LANE_NVL, 1, w0);
-        op_xfer(g, RS_OP_SEND, 1, 3, 1, 0, 32);
+        op_xfer(g, RS_OP_SEND, 1, 3, RS_LOC_STAGING, 12, 32);
         op_xfer(g, RS_OP_RECV, 2, 3, 2, 0, 4);
     }
     { /* rank 3: w columns 3:6, b from rank 2, e row 1 locally, e row 0 to rank 2 */

@@ -1,0 +1,56 @@
+/* fmt_tool.c - test driver for the plan-format tools without the rest of reshardc:
+ *   fmt_tool write OUT [VARIANT]   write the fixture plan (VARIANT 1: a changed copy, for diff tests)
+ *   fmt_tool dump|diff ARGS...     run compiler/cmd_dump.c / cmd_diff.c exactly as reshardc does */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "fixture.h"
+#include "plan.h"
+
+/* Variant 1: rank 3 gets b over the network from rank 0 instead of from rank 2 over NVLink, and the
+ * staging budget is halved. */
+static void variant(rs_plan *P, int v)
+{
+    if (v != 1) return;
+    P->staging_budget /= 2;
+    rs_rank_prog *g0 = &P->ranks[0], *g2 = &P->ranks[2], *g3 = &P->ranks[3];
+    /* rank 0: one more zero-copy SEND of b, to rank 3 */
+    g0->ops[g0->nops] = g0->ops[g0->nops - 1];
+    g0->ops[g0->nops].peer = 3;
+    g0->nops++;
+    g0->steps[0].nops++;
+    /* rank 2: its NVL step only receives e now */
+    g2->ops[5] = g2->ops[6];
+    g2->nops--;
+    g2->steps[1].nops--;
+    /* rank 3: b arrives on the NET lane from rank 0 */
+    g3->ops[4].peer = 0;
+    rs_op recv_b = g3->ops[4];
+    memmove(&g3->ops[3], &g3->ops[2], 2 * sizeof g3->ops[0]); /* ops 2,3 (UNPACK, COPY) move up */
+    g3->ops[2] = recv_b;
+    g3->steps[0].nops = 5;
+    g3->steps[1].op_begin = 5;
+    g3->steps[1].nops = 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 3 && !strcmp(argv[1], "write")) {
+        rs_plan P;
+        char err[512];
+        fx_build(&P);
+        variant(&P, argc > 3 ? atoi(argv[3]) : 0);
+        if (rs_plan_write_file(&P, argv[2], err, sizeof err)) {
+            fprintf(stderr, "fmt_tool: %s\n", err);
+            return 1;
+        }
+        rs_plan_free(&P);
+        return 0;
+    }
+    if (argc >= 2 && !strcmp(argv[1], "dump")) return rs_cmd_dump(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "diff")) return rs_cmd_diff(argc - 1, argv + 1);
+    fputs("usage: fmt_tool write OUT [VARIANT] | dump ARGS | diff ARGS\n", stderr);
+    return 2;
+}

@@ -1,5 +1,36 @@
 # Plan format tests (plan.bin writer, reader, verifier, dump, diff); included by tests/CMakeLists.txt.
+#
+# Golden files. Every golden test carries the label `golden` and compares a command's stdout with a
+# checked-in file through tests/golden.sh. Refresh them all with ONE command, then review the diff:
+#
+#     RS_GOLDEN_REFRESH=1 ctest --test-dir build -L golden && git diff tests/
+#
+# Reuse (planner and others): this file is included first (tests/*.cmake are included sorted), so
+#     rs_add_golden_dump(NAME LAYOUT [compile args...])
+# compiles LAYOUT with reshardc (args such as -D L=2 --staging 4096), verifies the plan, and compares
+# `reshardc dump` with tests/golden/NAME.dump (test `golden_NAME`). For any other command:
+#     rs_add_golden(NAME EXPECTED [STATUS N] COMMAND cmd args...)
+
 set(RS_FMT_DIR ${CMAKE_CURRENT_SOURCE_DIR}/format)
+set(RS_GOLDEN_SH ${CMAKE_CURRENT_SOURCE_DIR}/golden.sh)
+
+function(rs_add_golden name expected)
+  cmake_parse_arguments(G "" "STATUS" "COMMAND" ${ARGN})
+  if(NOT G_STATUS)
+    set(G_STATUS 0)
+  endif()
+  add_test(NAME ${name} COMMAND sh ${RS_GOLDEN_SH} --status ${G_STATUS} ${expected} ${G_COMMAND})
+  set_tests_properties(${name} PROPERTIES LABELS golden)
+endfunction()
+
+function(rs_add_golden_dump name layout)
+  add_test(NAME golden_${name}
+           COMMAND sh ${RS_GOLDEN_SH} layout $<TARGET_FILE:reshardc> ${layout}
+                   ${PROJECT_SOURCE_DIR}/tests/golden/${name}.dump ${ARGN})
+  set_tests_properties(golden_${name} PROPERTIES LABELS golden)
+endfunction()
+
+# ---- codec tests on a hand-built plan (tests/format/fixture.c) ----
 add_library(rs_fmt_fixture STATIC ${RS_FMT_DIR}/fixture.c)
 target_link_libraries(rs_fmt_fixture PUBLIC rsplan)
 target_include_directories(rs_fmt_fixture PUBLIC ${RS_FMT_DIR})
@@ -10,8 +41,42 @@ foreach(t roundtrip truncation header sections textmode resealed)
   add_test(NAME format_${t} COMMAND format_codec ${t})
 endforeach()
 
+add_executable(format_verify ${RS_FMT_DIR}/test_verify.c)
+target_link_libraries(format_verify PRIVATE rs_fmt_fixture)
+add_test(NAME format_verify_rank COMMAND format_verify)
+
+# Every opcode of the X-macro is documented in docs/format.md.
+add_executable(format_opdoc ${RS_FMT_DIR}/test_opdoc.c)
+target_link_libraries(format_opdoc PRIVATE rsplan)
+add_test(NAME format_opcodes_documented COMMAND format_opdoc ${PROJECT_SOURCE_DIR}/docs/format.md)
+
+# ---- dump and diff goldens ----
 # fmt_tool runs compiler/cmd_dump.c and cmd_diff.c exactly as reshardc does, without the front end.
 add_executable(fmt_tool ${RS_FMT_DIR}/fmt_tool.c ${PROJECT_SOURCE_DIR}/compiler/cmd_dump.c
                ${PROJECT_SOURCE_DIR}/compiler/cmd_diff.c)
 target_link_libraries(fmt_tool PRIVATE rs_fmt_fixture)
 target_include_directories(fmt_tool PRIVATE ${PROJECT_SOURCE_DIR}/compiler)
+
+set(RS_FMT_WORK ${CMAKE_CURRENT_BINARY_DIR}/format)
+file(MAKE_DIRECTORY ${RS_FMT_WORK})
+add_test(NAME format_fixture_write
+         COMMAND sh -c "$<TARGET_FILE:fmt_tool> write fixture.bin && $<TARGET_FILE:fmt_tool> write fixture1.bin 1"
+         WORKING_DIRECTORY ${RS_FMT_WORK})
+set_tests_properties(format_fixture_write PROPERTIES FIXTURES_SETUP rs_fmt_plans)
+
+set(RS_FMT_GOLD ${RS_FMT_DIR}/golden)
+rs_add_golden(format_dump ${RS_FMT_GOLD}/fixture.dump COMMAND $<TARGET_FILE:fmt_tool> dump ${RS_FMT_WORK}/fixture.bin)
+rs_add_golden(format_dump_rank ${RS_FMT_GOLD}/fixture-rank2.dump
+              COMMAND $<TARGET_FILE:fmt_tool> dump ${RS_FMT_WORK}/fixture.bin --rank 2)
+rs_add_golden(format_diff ${RS_FMT_GOLD}/fixture.diff STATUS 1
+              COMMAND $<TARGET_FILE:fmt_tool> diff ${RS_FMT_WORK}/fixture.bin ${RS_FMT_WORK}/fixture1.bin)
+rs_add_golden(format_diff_same ${RS_FMT_GOLD}/fixture-same.diff
+              COMMAND $<TARGET_FILE:fmt_tool> diff ${RS_FMT_WORK}/fixture.bin ${RS_FMT_WORK}/fixture.bin)
+# The same listing through the real reshardc, and its verify (whole-plan checks included).
+rs_add_golden(format_reshardc_dump ${RS_FMT_GOLD}/fixture.dump COMMAND $<TARGET_FILE:reshardc> dump ${RS_FMT_WORK}/fixture.bin)
+add_test(NAME format_reshardc_verify COMMAND $<TARGET_FILE:reshardc> verify ${RS_FMT_WORK}/fixture.bin)
+add_test(NAME format_reshardc_verify_bad COMMAND sh -c
+         "head -c 500 fixture.bin > cut.bin; $<TARGET_FILE:reshardc> verify cut.bin 2> cut.err; test $? = 1 && grep -q 'cut.bin: bad plan (truncated section' cut.err"
+         WORKING_DIRECTORY ${RS_FMT_WORK})
+set_tests_properties(format_dump format_dump_rank format_diff format_diff_same format_reshardc_dump
+                     format_reshardc_verify format_reshardc_verify_bad PROPERTIES FIXTURES_REQUIRED rs_fmt_plans)

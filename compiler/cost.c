@@ -1438,6 +1438,7 @@ int rs_cost_gather_broadcast(const rs_layout *L, const rs_cost_params *p, rs_cos
                     uint32_t s = ssim_step(&S, r, 1);
                     step_of[r] = s;
                     S.steps.v[s].post = 2.0 * need.v[r];
+                    ssim_wait(&S, s, g); /* a ring hop cannot forward what the root has not gathered */
                     S.steps.v[s].delay = (double)(di + 1) * hop_net + (dbegin[di + 1] - dbegin[di] > 1 ? hop_nvl : 0);
                 }
             for (uint32_t j = 0; j < C; j++) {

@@ -22,6 +22,8 @@ typedef struct rs_ir {
     char **files;       /* paths as given (main file first, then includes) */
     uint32_t nfiles;
     uint64_t source_fp; /* hash of every source text read, the -D values and the compiler version */
+    uint32_t define_errors; /* set by rs_front_load even when it fails: how many -D options named no
+                               top-level const (a command-line error: exit status 2, not 1) */
 } rs_ir;
 
 typedef struct {

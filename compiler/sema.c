@@ -1,0 +1,1842 @@
+/* sema.c - elaboration and checks: runs the layout program (consts, loops, ifs, includes), builds
+ * the rs_layout (topology, meshes, tensors, buffers, pieces) and checks it: names, bounds, buffer
+ * consistency, box sizes per rank, source coverage of every destination, overlaps in buffers. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ast.h"
+#include "util.h"
+
+/* ---------------------------------------------------------------- string -> index hash map */
+typedef struct {
+    uint64_t h;
+    const char *k; /* must outlive the map */
+    uint32_t len, val;
+} smap_ent;
+
+typedef struct {
+    smap_ent *e;
+    uint32_t cap, n;
+} smap;
+
+static uint32_t smap_get(const smap *m, const char *k, uint32_t len, uint64_t h)
+{
+    if (!m->cap) return RS_NONE;
+    for (uint32_t i = (uint32_t)h & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+        const smap_ent *e = &m->e[i];
+        if (!e->k) return RS_NONE;
+        if (e->h == h && e->len == len && memcmp(e->k, k, len) == 0) return e->val;
+    }
+}
+
+static void smap_put(smap *m, const char *k, uint32_t len, uint64_t h, uint32_t val)
+{
+    if ((m->n + 1) * 2 > m->cap) {
+        uint32_t nc = m->cap ? m->cap * 2 : 1024;
+        smap_ent *ne = rs_xcalloc(nc, sizeof *ne);
+        for (uint32_t i = 0; i < m->cap; i++) {
+            if (!m->e[i].k) continue;
+            uint32_t j = (uint32_t)m->e[i].h & (nc - 1);
+            while (ne[j].k) j = (j + 1) & (nc - 1);
+            ne[j] = m->e[i];
+        }
+        free(m->e);
+        m->e = ne;
+        m->cap = nc;
+    }
+    uint32_t j = (uint32_t)h & (m->cap - 1);
+    while (m->e[j].k) j = (j + 1) & (m->cap - 1);
+    m->e[j] = (smap_ent){h, k, len, val};
+    m->n++;
+}
+
+/* ---------------------------------------------------------------- elaboration state */
+typedef struct {
+    rs_diag_loc loc;      /* mesh name */
+    rs_diag_loc ranksloc; /* rank list */
+    uint8_t poisoned;
+    ast_sym *axis[RS_MAX_DIMS];
+} mesh_info;
+
+typedef struct {
+    rs_diag_loc loc; /* tensor name */
+    uint8_t poisoned;  /* its definition failed: its pieces are skipped silently */
+    uint8_t bad_piece; /* one of its pieces failed: no coverage check */
+} tensor_info;
+
+typedef struct {
+    rs_diag_loc loc; /* the buffer name of its first piece */
+} buffer_info;
+
+#define MAX_EXT 64
+typedef struct {
+    int64_t ext;
+    int64_t coord[RS_MAX_DIMS]; /* per mesh axis; -1: not set by this dim */
+} ext_opt;
+
+typedef struct {
+    uint32_t dom;
+    int64_t lo, hi;
+    rs_diag_loc loc;
+} dom_range;
+
+typedef struct {
+    rs_front *F;
+    rs_diag *dg;
+    const rs_front_opts *o;
+    rs_layout *L;
+    rs_vec(rs_mesh) meshes;
+    rs_vec(mesh_info) minfo;
+    rs_vec(rs_tensor) tensors;
+    rs_vec(tensor_info) tinfo;
+    rs_vec(rs_buffer) buffers;
+    rs_vec(buffer_info) binfo;
+    rs_vec(rs_piece) pieces; /* source order until grouped */
+    rs_vec(rs_diag_loc) ploc;
+    rs_vec(const ast_piece *) past;
+    rs_vec(rs_place) places;
+    rs_vec(int64_t) i64;
+    smap tmap, bmap[2];
+    rs_vec(ast_sym *) bound;
+    uint64_t iterations;
+    uint32_t nest;
+    int fatal;
+    uint64_t name_bytes;
+    char *nb[2];
+    size_t nbcap[2];
+    uint8_t *define_used;
+    /* topology as written */
+    const ast_stmt *topo;
+    int has_world, has_ds, has_domains;
+    int64_t world, domain_size, nic, nvlink;
+    rs_diag_loc world_loc, domains_loc;
+    uint32_t ndomains;
+    rs_vec(dom_range) doms;
+    uint64_t work; /* budget for the coverage and overlap checks */
+    uint32_t *src_of; /* grouped piece index -> source order */
+    ext_opt opt[RS_MAX_DIMS][MAX_EXT]; /* check_block_count scratch */
+} sema;
+
+#define ERR(loc, ...) rs_diag_error(S->dg, (loc), __VA_ARGS__)
+#define NOTE(loc, ...) rs_diag_note(S->dg, (loc), __VA_ARGS__)
+#define LL(x) ((long long)(x))
+
+#define MAX_NAME_BYTES (512ull << 20) /* all tensor, buffer, mesh and axis names together */
+#define WORK_BUDGET (1ull << 31)      /* elementary steps of the coverage and overlap checks */
+
+static const rs_front_opts *O(const sema *S) { return S->o; }
+
+static void fatal(sema *S) { S->fatal = 1; }
+static int stopped(const sema *S) { return S->fatal || S->dg->stop; }
+
+static const char *intern_name(sema *S, const char *s, size_t len)
+{
+    S->name_bytes += len + 1;
+    if (S->name_bytes > MAX_NAME_BYTES) return NULL;
+    return rs_layout_name(S->L, s, len);
+}
+
+/* ---------------------------------------------------------------- names and suggestions */
+static void suggest_bound(sema *S, rs_diag_loc loc, const ast_sym *y)
+{
+    rs_suggest sg;
+    rs_suggest_init(&sg, y->name, y->len);
+    for (size_t i = 0; i < S->bound.n; i++) rs_suggest_add(&sg, S->bound.v[i]->name, S->bound.v[i]->len);
+    rs_diag_did_you_mean(S->dg, loc, sg.best);
+}
+
+static void suggest_tensor(sema *S, rs_diag_loc loc, const char *name, size_t len)
+{
+    rs_suggest sg;
+    rs_suggest_init(&sg, name, len);
+    for (size_t i = 0; i < S->tensors.n; i++) rs_suggest_add(&sg, S->tensors.v[i].name, strlen(S->tensors.v[i].name));
+    rs_diag_did_you_mean(S->dg, loc, sg.best);
+}
+
+static void suggest_mesh(sema *S, rs_diag_loc loc, const ast_sym *y)
+{
+    rs_suggest sg;
+    rs_suggest_init(&sg, y->name, y->len);
+    for (size_t i = 0; i < S->meshes.n; i++) rs_suggest_add(&sg, S->meshes.v[i].name, strlen(S->meshes.v[i].name));
+    rs_diag_did_you_mean(S->dg, loc, sg.best);
+}
+
+static void suggest_list(sema *S, rs_diag_loc loc, const char *want, size_t len, const char *const *cands, int n)
+{
+    rs_suggest sg;
+    rs_suggest_init(&sg, want, len);
+    for (int i = 0; i < n; i++) rs_suggest_add(&sg, cands[i], strlen(cands[i]));
+    rs_diag_did_you_mean(S->dg, loc, sg.best);
+}
+
+/* ---------------------------------------------------------------- expressions */
+static int eval(sema *S, const ast_expr *e, int64_t *v);
+
+static int ovf(sema *S, const ast_expr *e, const char *op, int64_t a, int64_t b)
+{
+    ERR(e->loc, "integer overflow: %lld %s %lld does not fit in 64 bits", LL(a), op, LL(b));
+    return -1;
+}
+
+static int eval(sema *S, const ast_expr *e, int64_t *v)
+{
+    int64_t a, b;
+    switch (e->kind) {
+    case EX_INT: *v = e->ival; return 0;
+    case EX_NAME: {
+        ast_sym *y = e->sym;
+        if (y->bound) {
+            if (y->poisoned) return -1;
+            *v = y->value;
+            return 0;
+        }
+        if (y->mesh >= 0) ERR(e->loc, "'%s' is a mesh, not a value", y->name);
+        else {
+            ERR(e->loc, "unknown name '%s'", y->name);
+            suggest_bound(S, e->loc, y);
+        }
+        return -1;
+    }
+    case EX_NEG:
+        if (eval(S, e->a, &a)) return -1;
+        if (a == INT64_MIN) {
+            ERR(e->loc, "integer overflow: -(%lld) does not fit in 64 bits", LL(a));
+            return -1;
+        }
+        *v = -a;
+        return 0;
+    case EX_NOT:
+        if (eval(S, e->a, &a)) return -1;
+        *v = !a;
+        return 0;
+    case EX_COND:
+        if (eval(S, e->a, &a)) return -1;
+        return eval(S, a ? e->b : e->c, v);
+    case EX_CALL: {
+        int is_min = e->sym == S->F->sym_min;
+        if (!is_min && e->sym != S->F->sym_max) {
+            static const char *const fns[] = {"min", "max"};
+            ERR(e->loc, "unknown function '%s'; the functions are min and max", e->sym->name);
+            suggest_list(S, e->loc, e->sym->name, e->sym->len, fns, 2);
+            return -1;
+        }
+        if (!e->nargs) {
+            ERR(e->loc, "%s() needs at least one argument", e->sym->name);
+            return -1;
+        }
+        int64_t r = 0;
+        int first = 1;
+        for (const ast_expr *x = e->args; x; x = x->next) {
+            if (eval(S, x, &a)) return -1;
+            if (first || (is_min ? a < r : a > r)) r = a;
+            first = 0;
+        }
+        *v = r;
+        return 0;
+    }
+    case EX_BIN:
+        break;
+    default: rs_die("bad expression kind %d", e->kind);
+    }
+    if (eval(S, e->a, &a)) return -1;
+    if (e->op == OP_AND && !a) return *v = 0, 0;
+    if (e->op == OP_OR && a) return *v = 1, 0;
+    if (eval(S, e->b, &b)) return -1;
+    switch (e->op) {
+    case OP_ADD: return rs_add_ovf(a, b, v) ? ovf(S, e, "+", a, b) : 0;
+    case OP_SUB: return rs_sub_ovf(a, b, v) ? ovf(S, e, "-", a, b) : 0;
+    case OP_MUL: return rs_mul_ovf(a, b, v) ? ovf(S, e, "*", a, b) : 0;
+    case OP_DIV:
+    case OP_MOD:
+        if (b == 0) {
+            ERR(e->loc, "division by zero (%lld %s 0)", LL(a), e->op == OP_DIV ? "/" : "%");
+            return -1;
+        }
+        if (a == INT64_MIN && b == -1) {
+            if (e->op == OP_MOD) return *v = 0, 0;
+            return ovf(S, e, "/", a, b);
+        }
+        *v = e->op == OP_DIV ? a / b : a % b;
+        return 0;
+    case OP_EQ: *v = a == b; return 0;
+    case OP_NE: *v = a != b; return 0;
+    case OP_LT: *v = a < b; return 0;
+    case OP_LE: *v = a <= b; return 0;
+    case OP_GT: *v = a > b; return 0;
+    case OP_GE: *v = a >= b; return 0;
+    case OP_AND:
+    case OP_OR: *v = b != 0; return 0;
+    }
+    rs_die("bad operator %d", e->op);
+}
+
+/* Evaluate a string (name) into scratch buffer `slot`; returns its length or -1. The result stays
+ * valid until the next evaluation into the same slot. */
+static int64_t eval_str(sema *S, const ast_str *s, int slot, const char **out)
+{
+    if (s->lit) {
+        *out = s->lit;
+        return s->litlen;
+    }
+    size_t n = 0;
+    for (const ast_strpart *p = s->parts; p; p = p->next) {
+        char num[24];
+        const char *t = num;
+        size_t k;
+        if (p->text) {
+            t = p->text;
+            k = p->len;
+        } else {
+            int64_t v;
+            if (eval(S, p->expr, &v)) return -1;
+            char tmp[24];
+            uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+            size_t m = 0;
+            do tmp[m++] = (char)('0' + u % 10); while (u /= 10);
+            k = 0;
+            if (v < 0) num[k++] = '-';
+            while (m) num[k++] = tmp[--m];
+        }
+        if (n + k + 1 > S->nbcap[slot]) {
+            if (n + k > RS_FRONT_MAX_NAME) {
+                ERR(s->loc, "name longer than %d bytes", RS_FRONT_MAX_NAME);
+                return -1;
+            }
+            S->nbcap[slot] = (n + k + 1) * 2;
+            S->nb[slot] = rs_xrealloc(S->nb[slot], S->nbcap[slot]);
+        }
+        memcpy(S->nb[slot] + n, t, k);
+        n += k;
+    }
+    if (n > RS_FRONT_MAX_NAME) {
+        ERR(s->loc, "name longer than %d bytes", RS_FRONT_MAX_NAME);
+        return -1;
+    }
+    if (!S->nb[slot]) {
+        S->nbcap[slot] = 64;
+        S->nb[slot] = rs_xmalloc(64);
+    }
+    S->nb[slot][n] = 0;
+    *out = S->nb[slot];
+    return (int64_t)n;
+}
+
+/* ---------------------------------------------------------------- scopes */
+static void bind(sema *S, ast_sym *y, int64_t v, rs_diag_loc loc, int kind, int poisoned)
+{
+    if (y->bound) {
+        ERR(loc, "redefinition of '%s'", y->name);
+        NOTE(y->def, "'%s' was defined here (names cannot be redefined or shadowed)", y->name);
+        return;
+    }
+    y->bound = (uint8_t)kind;
+    y->poisoned = (uint8_t)poisoned;
+    y->value = v;
+    y->def = loc;
+    y->toplevel = S->nest == 0;
+    rs_vec_push(&S->bound, y);
+}
+
+static void unbind_to(sema *S, size_t mark)
+{
+    while (S->bound.n > mark) {
+        ast_sym *y = S->bound.v[--S->bound.n];
+        y->bound = SYM_FREE;
+        y->poisoned = 0;
+    }
+}
+
+/* ---------------------------------------------------------------- statements */
+static void elab_list(sema *S, const ast_stmt *s);
+
+static void elab_block(sema *S, const ast_stmt *body, rs_diag_loc at)
+{
+    if (S->nest >= RS_FRONT_MAX_NEST) {
+        ERR(at, "blocks nested too deeply (more than %d levels)", RS_FRONT_MAX_NEST);
+        fatal(S);
+        return;
+    }
+    S->nest++;
+    size_t mark = S->bound.n;
+    elab_list(S, body);
+    unbind_to(S, mark);
+    S->nest--;
+}
+
+static int top_only(sema *S, const ast_stmt *s, const char *what)
+{
+    if (S->nest == 0) return 1;
+    ERR(s->loc, "%s is only allowed at the top level, not inside for or if", what);
+    return 0;
+}
+
+static void elab_const(sema *S, const ast_stmt *s)
+{
+    for (const ast_def *d = s->cons.defs; d; d = d->next) {
+        ast_sym *y = d->sym;
+        int64_t v = 0;
+        int bad = 0;
+        if (S->nest == 0 && y->define >= 0 && !y->bound) {
+            v = O(S)->defines[y->define].value;
+            S->define_used[y->define] = 1;
+        } else if (eval(S, d->value, &v)) bad = 1;
+        bind(S, y, v, d->loc, SYM_CONST, bad);
+    }
+}
+
+/* Evaluate a rank item (`r` or `a..b`) into [lo, hi); -1 after an error. */
+static int eval_rank_item(sema *S, const ast_ritem *r, int64_t *lo, int64_t *hi)
+{
+    if (eval(S, r->lo, lo)) return -1;
+    if (!r->hi) *hi = *lo + (*lo < INT64_MAX);
+    else if (eval(S, r->hi, hi)) return -1;
+    if (*lo < 0) {
+        ERR(r->loc, "negative rank %lld", LL(*lo));
+        return -1;
+    }
+    if (*hi < *lo) {
+        ERR(r->loc, "rank range %lld..%lld is reversed", LL(*lo), LL(*hi));
+        return -1;
+    }
+    if ((uint64_t)*hi > O(S)->max_ranks) {
+        ERR(r->loc, "rank %lld is past the rank limit (%llu ranks)", LL(*hi - 1), (unsigned long long)O(S)->max_ranks);
+        return -1;
+    }
+    return 0;
+}
+
+static void elab_topology(sema *S, const ast_stmt *s)
+{
+    if (!top_only(S, s, "topology")) return;
+    if (S->topo) {
+        ERR(s->loc, "second topology: a layout has exactly one");
+        NOTE(S->topo->loc, "the first topology is here");
+        return;
+    }
+    S->topo = s;
+    static const char *const keys[] = {"domain_size", "domains", "world", "nic_gbps", "nvlink_gbps"};
+    const ast_def *seen[5] = {0};
+    for (const ast_def *d = s->topo.items; d; d = d->next) {
+        int k = 0;
+        while (k < 5 && strcmp(keys[k], d->sym->name)) k++;
+        if (k == 5) {
+            ERR(d->loc, "unknown topology setting '%s' (settings: domain_size, domains, world, nic_gbps, nvlink_gbps)",
+                d->sym->name);
+            suggest_list(S, d->loc, d->sym->name, d->sym->len, keys, 5);
+            continue;
+        }
+        if (seen[k]) {
+            ERR(d->loc, "topology setting '%s' given twice", keys[k]);
+            NOTE(seen[k]->loc, "first given here");
+            continue;
+        }
+        seen[k] = d;
+        if ((k == 1) != (d->is_list != 0)) {
+            ERR(d->loc, k == 1 ? "'domains' takes a list: [0..8, 8..16, [16, 18, 17]]"
+                               : "topology setting '%s' takes an integer, not a list",
+                keys[k]);
+            continue;
+        }
+        if (k == 1) {
+            S->has_domains = 1;
+            S->domains_loc = d->loc;
+            uint64_t total = 0;
+            for (const ast_ritem *r = d->list; r; r = r->next) {
+                uint32_t dom = S->ndomains++;
+                size_t before = S->doms.n;
+                int derr = 0;
+                const ast_ritem *one = r, *list = r->list;
+                for (const ast_ritem *x = list ? list : one; x; x = list ? x->next : NULL) {
+                    int64_t lo, hi;
+                    if (eval_rank_item(S, x, &lo, &hi)) {
+                        derr = 1;
+                        continue;
+                    }
+                    total += (uint64_t)(hi - lo);
+                    if (total > O(S)->max_ranks) {
+                        ERR(x->loc, "domains list more than %llu ranks", (unsigned long long)O(S)->max_ranks);
+                        fatal(S);
+                        return;
+                    }
+                    rs_vec_push(&S->doms, ((dom_range){dom, lo, hi, x->loc}));
+                }
+                int64_t cnt = 0;
+                for (size_t i = before; i < S->doms.n; i++) cnt += S->doms.v[i].hi - S->doms.v[i].lo;
+                if (cnt == 0 && !derr) ERR(r->loc, "domain %u is empty", dom);
+            }
+            continue;
+        }
+        int64_t v;
+        if (eval(S, d->value, &v)) continue;
+        if (v <= 0) {
+            ERR(d->value->loc, "topology setting '%s' must be positive (is %lld)", keys[k], LL(v));
+            continue;
+        }
+        if (k == 0) S->has_ds = 1, S->domain_size = v;
+        else if (k == 2) {
+            if ((uint64_t)v > O(S)->max_ranks) {
+                ERR(d->value->loc, "world of %lld ranks is past the rank limit (%llu)", LL(v),
+                    (unsigned long long)O(S)->max_ranks);
+                continue;
+            }
+            S->has_world = 1, S->world = v, S->world_loc = d->value->loc;
+        } else if (k == 3) S->nic = v;
+        else S->nvlink = v;
+    }
+    if (seen[0] && seen[1]) ERR(seen[1]->loc, "give either domain_size or domains, not both");
+    else if (!seen[0] && !seen[1]) ERR(s->loc, "the topology needs domain_size or domains");
+}
+
+static void elab_mesh(sema *S, const ast_stmt *s)
+{
+    if (!top_only(S, s, "a mesh definition")) return;
+    ast_sym *y = s->mesh.name;
+    if (y->mesh >= 0) {
+        ERR(s->mesh.nameloc, "redefinition of mesh '%s'", y->name);
+        NOTE(S->minfo.v[y->mesh].loc, "mesh '%s' was defined here", y->name);
+        return;
+    }
+    if (S->meshes.n >= RS_FRONT_MAX_MESHES) {
+        ERR(s->mesh.nameloc, "more than %d meshes", RS_FRONT_MAX_MESHES);
+        fatal(S);
+        return;
+    }
+    rs_mesh m = {0};
+    mesh_info mi = {.loc = s->mesh.nameloc, .ranksloc = s->mesh.ranksloc};
+    int bad = 0;
+    m.name = intern_name(S, y->name, y->len);
+    if (!m.name) {
+        ERR(s->mesh.nameloc, "names take more than %llu MiB", (unsigned long long)(MAX_NAME_BYTES >> 20));
+        fatal(S);
+        return;
+    }
+    if (s->mesh.naxes > RS_MAX_DIMS) {
+        ERR(s->mesh.axesloc, "mesh '%s' has %u axes; at most %d are allowed", y->name, s->mesh.naxes, RS_MAX_DIMS);
+        bad = 1;
+    }
+    uint64_t positions = 1;
+    const ast_def *first[RS_MAX_DIMS];
+    for (const ast_def *d = s->mesh.axes; d && !bad; d = d->next) {
+        int dup = -1;
+        for (uint32_t a = 0; a < m.naxes; a++)
+            if (mi.axis[a] == d->sym) dup = (int)a;
+        if (dup >= 0) {
+            ERR(d->loc, "axis '%s' is defined twice in mesh '%s'", d->sym->name, y->name);
+            NOTE(first[dup]->loc, "first definition of axis '%s'", d->sym->name);
+            bad = 1;
+            break;
+        }
+        int64_t v;
+        if (eval(S, d->value, &v)) {
+            bad = 1;
+            break;
+        }
+        if (v <= 0) {
+            ERR(d->value->loc, "axis '%s' of mesh '%s' must have a positive size (is %lld)", d->sym->name, y->name, LL(v));
+            bad = 1;
+            break;
+        }
+        if ((uint64_t)v > O(S)->max_ranks || positions * (uint64_t)v > O(S)->max_ranks) {
+            ERR(d->value->loc, "mesh '%s' has more than %llu positions (the rank limit)", y->name,
+                (unsigned long long)O(S)->max_ranks);
+            bad = 1;
+            break;
+        }
+        positions *= (uint64_t)v;
+        first[m.naxes] = d;
+        mi.axis[m.naxes] = d->sym;
+        m.axis[m.naxes] = intern_name(S, d->sym->name, d->sym->len);
+        m.size[m.naxes] = v;
+        m.naxes++;
+    }
+    /* rank list: evaluate the items, check the count, then expand */
+    rs_vec(int64_t) iv = {0};
+    uint64_t count = 0;
+    for (const ast_ritem *r = s->mesh.ranks; r && !bad; r = r->next) {
+        int64_t lo, hi;
+        if (eval_rank_item(S, r, &lo, &hi)) {
+            bad = 1;
+            break;
+        }
+        count += (uint64_t)(hi - lo);
+        if (count > O(S)->max_ranks) {
+            ERR(r->loc, "mesh '%s' lists more than %llu ranks (the rank limit)", y->name,
+                (unsigned long long)O(S)->max_ranks);
+            bad = 1;
+            break;
+        }
+        rs_vec_push(&iv, lo);
+        rs_vec_push(&iv, hi);
+    }
+    if (!bad && count != positions) {
+        char shape[256];
+        size_t k = 0;
+        for (uint32_t a = 0; a < m.naxes && k < sizeof shape; a++)
+            k += (size_t)snprintf(shape + k, sizeof shape - k, "%s%s = %lld", a ? ", " : "", m.axis[a], LL(m.size[a]));
+        ERR(s->mesh.ranksloc, "mesh '%s' has %llu positions ([%s]) but %llu ranks", y->name,
+            (unsigned long long)positions, shape, (unsigned long long)count);
+        bad = 1;
+    }
+    if (!bad) {
+        m.nranks = (uint32_t)count;
+        m.ranks = rs_xmalloc((count ? count : 1) * sizeof *m.ranks);
+        int64_t maxr = 0;
+        for (size_t i = 0; i < iv.n; i += 2)
+            if (iv.v[i + 1] > maxr) maxr = iv.v[i + 1];
+        uint8_t *seen = rs_xcalloc((size_t)maxr / 8 + 1, 1);
+        uint32_t k = 0;
+        const ast_ritem *r = s->mesh.ranks;
+        for (size_t i = 0; i < iv.n && !bad; i += 2, r = r->next) {
+            for (int64_t x = iv.v[i]; x < iv.v[i + 1]; x++) {
+                if (seen[x >> 3] & (1u << (x & 7))) {
+                    ERR(r->loc, "rank %lld appears twice in mesh '%s'", LL(x), y->name);
+                    bad = 1;
+                    break;
+                }
+                seen[x >> 3] |= (uint8_t)(1u << (x & 7));
+                m.ranks[k++] = (int32_t)x;
+            }
+        }
+        free(seen);
+    }
+    rs_vec_free(&iv);
+    mi.poisoned = (uint8_t)bad;
+    y->mesh = (int32_t)S->meshes.n;
+    rs_vec_push(&S->meshes, m);
+    rs_vec_push(&S->minfo, mi);
+}
+
+static void elab_tensor(sema *S, const ast_stmt *s)
+{
+    const char *name;
+    int64_t len = eval_str(S, s->tensor.name, 0, &name);
+    if (len < 0) return;
+    uint64_t h = rs_hash64(name, (size_t)len, 0);
+    uint32_t prev = smap_get(&S->tmap, name, (uint32_t)len, h);
+    if (prev != RS_NONE) {
+        ERR(s->tensor.name->loc, "redefinition of tensor '%s'", name);
+        NOTE(S->tinfo.v[prev].loc, "tensor '%s' was defined here", name);
+        return;
+    }
+    if (S->tensors.n >= O(S)->max_tensors) {
+        ERR(s->tensor.name->loc, "more than %llu tensors (the tensor limit)", (unsigned long long)O(S)->max_tensors);
+        fatal(S);
+        return;
+    }
+    rs_tensor t = {0};
+    tensor_info ti = {.loc = s->tensor.name->loc};
+    t.name = intern_name(S, name, (size_t)len);
+    if (!t.name) {
+        ERR(s->tensor.name->loc, "names take more than %llu MiB", (unsigned long long)(MAX_NAME_BYTES >> 20));
+        fatal(S);
+        return;
+    }
+    int dt = rs_dtype_parse(s->tensor.dtype->name);
+    if (dt < 0) {
+        const char *names[RS_DT_COUNT];
+        for (int i = 0; i < RS_DT_COUNT; i++) names[i] = rs_dtype_name((rs_dtype)i);
+        ERR(s->tensor.dtloc, "unknown dtype '%s'", s->tensor.dtype->name);
+        suggest_list(S, s->tensor.dtloc, s->tensor.dtype->name, s->tensor.dtype->len, names, RS_DT_COUNT);
+        ti.poisoned = 1;
+    }
+    t.dtype = dt < 0 ? RS_DT_BF16 : (rs_dtype)dt;
+    if (s->tensor.ndims == 0) {
+        ERR(s->tensor.dimsloc, "tensor '%s' needs at least one dimension", t.name);
+        ti.poisoned = 1;
+    } else if (s->tensor.ndims > RS_MAX_DIMS) {
+        ERR(s->tensor.dimsloc, "tensor '%s' has %u dimensions; at most %d are allowed", t.name, s->tensor.ndims,
+            RS_MAX_DIMS);
+        ti.poisoned = 1;
+    } else {
+        int64_t bytes = rs_dtype_size(t.dtype);
+        int big = 0;
+        for (const ast_expr *e = s->tensor.dims; e; e = e->next) {
+            int64_t v;
+            if (eval(S, e, &v)) {
+                ti.poisoned = 1;
+                continue;
+            }
+            if (v <= 0) {
+                ERR(e->loc, "dimension %u of tensor '%s' must be positive (is %lld)", t.ndim, t.name, LL(v));
+                ti.poisoned = 1;
+            }
+            if (v > 0 && rs_mul_ovf(bytes, v, &bytes)) big = 1;
+            t.shape[t.ndim++] = v;
+        }
+        if (big && !ti.poisoned) {
+            ERR(s->tensor.dimsloc, "tensor '%s' is too large: its size in bytes does not fit in 64 bits", t.name);
+            ti.poisoned = 1;
+        }
+    }
+    smap_put(&S->tmap, t.name, (uint32_t)len, h, (uint32_t)S->tensors.n);
+    rs_vec_push(&S->tensors, t);
+    rs_vec_push(&S->tinfo, ti);
+}
+
+/* Slice or box items against a shape. Returns 0 and fills lo/hi, or -1 after reporting. */
+static int eval_items(sema *S, const ast_items *its, const int64_t *shape, uint32_t nd, const char *what,
+                      const char *owner_kind, const char *owner, int64_t *lo, int64_t *hi)
+{
+    if (its->n != nd) {
+        ERR(its->loc, "%s has %u items but %s '%s' has %u dimensions", what, its->n, owner_kind, owner, nd);
+        return -1;
+    }
+    int bad = 0;
+    uint32_t d = 0;
+    for (const ast_item *it = its->head; it; it = it->next, d++) {
+        int64_t n = shape[d], a = 0, b = n;
+        if (it->index) {
+            if (eval(S, it->lo, &a)) {
+                bad = 1;
+                continue;
+            }
+            if (a < 0 || a >= n) {
+                ERR(it->loc, "%s index %lld is out of range for dimension %u of %s '%s' (size %lld)", what, LL(a), d,
+                    owner_kind, owner, LL(n));
+                bad = 1;
+                continue;
+            }
+            b = a + 1;
+        } else {
+            if (it->lo && eval(S, it->lo, &a)) {
+                bad = 1;
+                continue;
+            }
+            if (it->hi && eval(S, it->hi, &b)) {
+                bad = 1;
+                continue;
+            }
+            if (a < 0 || b > n) {
+                ERR(it->loc, "%s %lld:%lld is out of bounds for dimension %u of %s '%s' (size %lld)", what, LL(a), LL(b),
+                    d, owner_kind, owner, LL(n));
+                bad = 1;
+                continue;
+            }
+            if (a >= b) {
+                ERR(it->loc, "%s %lld:%lld of dimension %u is empty", what, LL(a), LL(b), d);
+                bad = 1;
+                continue;
+            }
+        }
+        lo[d] = a;
+        hi[d] = b;
+    }
+    return bad ? -1 : 0;
+}
+
+static void fmt_box(char *buf, size_t n, const int64_t *lo, const int64_t *hi, uint32_t nd)
+{
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (uint32_t d = 0; d < nd && k < n; d++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%lld:%lld", d ? ", " : "", LL(lo[d]), LL(hi[d]));
+    if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+static void fmt_coord(char *buf, size_t n, const rs_mesh *m, const int64_t *c)
+{
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (uint32_t a = 0; a < m->naxes && k < n; a++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%s = %lld", a ? ", " : "", m->axis[a], LL(c[a]));
+    if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+static uint32_t mesh_linear(const rs_mesh *m, const int64_t *c)
+{
+    uint64_t lin = 0;
+    for (uint32_t a = 0; a < m->naxes; a++) lin = lin * (uint64_t)m->size[a] + (uint64_t)c[a];
+    return (uint32_t)lin;
+}
+
+/* The local block of every rank that holds an explicit-buffer piece must have exactly `want`
+ * elements (its box's). Dims are independent (each axis shards at most one dim), so per dim we
+ * collect the distinct extents a rank can get, with one coordinate assignment for each, and look
+ * for a combination whose product differs from `want`. */
+
+static int check_block_count(sema *S, const rs_mesh *m, const rs_tensor *t, const int64_t *slo, const int64_t *shi,
+                             const rs_place *pl, int npl, int64_t want, rs_diag_loc loc, const char *bname,
+                             const char *boxtxt)
+{
+    ext_opt (*opt)[MAX_EXT] = S->opt;
+    int nopt[RS_MAX_DIMS];
+    for (uint32_t d = 0; d < t->ndim; d++) {
+        opt[d][0].ext = shi[d] - slo[d];
+        for (int a = 0; a < RS_MAX_DIMS; a++) opt[d][0].coord[a] = -1;
+        nopt[d] = 1;
+    }
+    for (int i = 0; i < npl; i++) {
+        if (pl[i].kind != RS_PLACE_SHARD) continue;
+        int d = pl[i].dim, a = pl[i].axis;
+        int64_t n = m->size[a], b = pl[i].arg;
+        ext_opt next[MAX_EXT];
+        int nn = 0;
+        for (int o = 0; o < nopt[d]; o++) {
+            int64_t P = opt[d][o].ext;
+            int64_t bs = b > 0 ? b : (P + n - 1) / n;
+            int64_t js[3] = {0, bs > 0 ? P / bs : 0, n - 1};
+            for (int q = 0; q < 3; q++) {
+                int64_t j = js[q] < n ? js[q] : n - 1, lo, hi;
+                rs_shard_interval(0, P, n, b, j, &lo, &hi);
+                int64_t e = hi - lo;
+                int dup = 0;
+                for (int r = 0; r < nn; r++) dup |= next[r].ext == e;
+                if (dup || nn == MAX_EXT) continue;
+                next[nn] = opt[d][o];
+                next[nn].ext = e;
+                next[nn].coord[a] = j;
+                nn++;
+            }
+        }
+        memcpy(opt[d], next, (size_t)nn * sizeof *next);
+        nopt[d] = nn;
+    }
+    int pick[RS_MAX_DIMS] = {0};
+    int bad = 0;
+    if (want == 0) {
+        /* every rank needs an empty block: fails when each dim can be non-empty */
+        bad = 1;
+        for (uint32_t d = 0; d < t->ndim && bad; d++) {
+            int found = -1;
+            for (int o = 0; o < nopt[d] && found < 0; o++)
+                if (opt[d][o].ext > 0) found = o;
+            if (found < 0) bad = 0;
+            else pick[d] = found;
+        }
+    } else {
+        for (uint32_t d = 0; d < t->ndim && !bad; d++)
+            for (int o = 0; o < nopt[d] && !bad; o++)
+                if (opt[d][o].ext == 0) pick[d] = o, bad = 1;
+        if (!bad) {
+            int64_t prod = 1;
+            for (uint32_t d = 0; d < t->ndim; d++) prod *= opt[d][0].ext; /* <= slice elements: fits */
+            if (prod != want) bad = 1;
+            for (uint32_t d = 0; d < t->ndim && !bad; d++)
+                if (nopt[d] > 1) pick[d] = 1, bad = 1;
+        }
+    }
+    if (!bad) return 0;
+    int64_t coord[RS_MAX_DIMS] = {0}, have = 1;
+    for (int i = 0; i < npl; i++)
+        if (pl[i].kind == RS_PLACE_PIN) coord[pl[i].axis] = pl[i].arg;
+    for (uint32_t d = 0; d < t->ndim; d++) {
+        const ext_opt *o = &opt[d][pick[d]];
+        have *= o->ext;
+        for (uint32_t a = 0; a < m->naxes; a++)
+            if (o->coord[a] >= 0) coord[a] = o->coord[a];
+    }
+    char cs[256];
+    fmt_coord(cs, sizeof cs, m, coord);
+    ERR(loc, "box %s of buffer '%s' has %lld elements, but the local block of tensor '%s' on rank %d (mesh '%s' at %s) has %lld",
+        boxtxt, bname, LL(want), t->name, m->ranks[mesh_linear(m, coord)], m->name, cs, LL(have));
+    return -1;
+}
+
+static void elab_piece(sema *S, const ast_stmt *st)
+{
+    const ast_piece *P = st->piece;
+    const char *tname;
+    int64_t tlen = eval_str(S, P->tensor, 0, &tname);
+    if (tlen < 0) return;
+    uint32_t ti = smap_get(&S->tmap, tname, (uint32_t)tlen, rs_hash64(tname, (size_t)tlen, 0));
+    if (ti == RS_NONE) {
+        ERR(P->tensor->loc, "unknown tensor '%s'", tname);
+        suggest_tensor(S, P->tensor->loc, tname, (size_t)tlen);
+        return;
+    }
+    if (S->tinfo.v[ti].poisoned) return;
+    const rs_tensor *t = &S->tensors.v[ti];
+    tensor_info *tinf = &S->tinfo.v[ti];
+    const char *side = P->side == RS_SRC ? "src" : "dst";
+
+    /* mesh */
+    int32_t mi = P->mesh->mesh;
+    if (mi < 0) {
+        ERR(P->meshloc, "unknown mesh '%s'", P->mesh->name);
+        suggest_mesh(S, P->meshloc, P->mesh);
+        tinf->bad_piece = 1;
+        return;
+    }
+    if (S->minfo.v[mi].poisoned) {
+        tinf->bad_piece = 1;
+        return;
+    }
+    const rs_mesh *m = &S->meshes.v[mi];
+    const mesh_info *minf = &S->minfo.v[mi];
+    int bad = 0;
+
+    /* slice */
+    int64_t slo[RS_MAX_DIMS], shi[RS_MAX_DIMS];
+    int whole = 1;
+    for (uint32_t d = 0; d < t->ndim; d++) slo[d] = 0, shi[d] = t->shape[d];
+    if (P->slice) {
+        if (eval_items(S, P->slice, t->shape, t->ndim, "slice", "tensor", t->name, slo, shi)) bad = 1;
+        for (uint32_t d = 0; d < t->ndim && !bad; d++) whole &= slo[d] == 0 && shi[d] == t->shape[d];
+    }
+
+    /* placements */
+    rs_place pl[RS_MAX_DIMS];
+    const ast_place *pfirst[RS_MAX_DIMS] = {0};
+    int npl = 0;
+    for (const ast_place *ap = P->places; ap; ap = ap->next) {
+        int a = -1;
+        for (uint32_t k = 0; k < m->naxes; k++)
+            if (minf->axis[k] == ap->axis) a = (int)k;
+        if (a < 0) {
+            ERR(ap->loc, "mesh '%s' has no axis '%s'", m->name, ap->axis->name);
+            suggest_list(S, ap->loc, ap->axis->name, ap->axis->len, m->axis, (int)m->naxes);
+            bad = 1;
+            continue;
+        }
+        if (pfirst[a]) {
+            ERR(ap->loc, "axis '%s' is placed twice", ap->axis->name);
+            NOTE(pfirst[a]->loc, "first placement of axis '%s'", ap->axis->name);
+            bad = 1;
+            continue;
+        }
+        pfirst[a] = ap;
+        rs_place p = {.axis = (uint8_t)a};
+        if (ap->pin) {
+            int64_t v;
+            if (eval(S, ap->value, &v)) {
+                bad = 1;
+                continue;
+            }
+            if (v < 0 || v >= m->size[a]) {
+                ERR(ap->value->loc, "pinned coordinate %lld is out of range for axis '%s' of mesh '%s' (size %lld)",
+                    LL(v), m->axis[a], m->name, LL(m->size[a]));
+                bad = 1;
+                continue;
+            }
+            p.kind = RS_PLACE_PIN;
+            p.arg = v;
+        } else if (ap->fn == S->F->sym_replicate) {
+            if (ap->call) {
+                ERR(ap->fnloc, "replicate takes no arguments");
+                bad = 1;
+                continue;
+            }
+            p.kind = RS_PLACE_REPLICATE;
+        } else if (ap->fn == S->F->sym_shard) {
+            if (!ap->call) {
+                ERR(ap->fnloc, "shard needs a dimension: shard(d) or shard(d, block = B)");
+                bad = 1;
+                continue;
+            }
+            const ast_parg *dim = NULL, *blk = NULL;
+            int argbad = 0;
+            for (const ast_parg *g = ap->args; g; g = g->next) {
+                if (!g->key) {
+                    if (dim || blk) {
+                        ERR(g->loc, "shard takes one dimension, then optionally block = B");
+                        argbad = 1;
+                    }
+                    dim = g;
+                } else if (g->key != S->F->sym_block) {
+                    static const char *const kw[] = {"block"};
+                    ERR(g->loc, "unknown shard argument '%s'; shard takes block = B", g->key->name);
+                    suggest_list(S, g->loc, g->key->name, g->key->len, kw, 1);
+                    argbad = 1;
+                } else if (blk) {
+                    ERR(g->loc, "block given twice");
+                    argbad = 1;
+                } else blk = g;
+            }
+            if (!argbad && !dim) {
+                ERR(ap->fnloc, "shard needs a dimension: shard(d) or shard(d, block = B)");
+                argbad = 1;
+            }
+            int64_t d = 0, b = 0;
+            if (!argbad && eval(S, dim->value, &d)) argbad = 1;
+            if (!argbad && (d < 0 || d >= (int64_t)t->ndim)) {
+                ERR(dim->value->loc, "shard dimension %lld is out of range: tensor '%s' has %u dimensions", LL(d),
+                    t->name, t->ndim);
+                argbad = 1;
+            }
+            if (!argbad && blk) {
+                if (eval(S, blk->value, &b)) argbad = 1;
+                else if (b <= 0) {
+                    ERR(blk->value->loc, "shard block must be positive (is %lld)", LL(b));
+                    argbad = 1;
+                }
+            }
+            if (argbad) {
+                bad = 1;
+                continue;
+            }
+            p.kind = RS_PLACE_SHARD;
+            p.dim = (uint8_t)d;
+            p.arg = b;
+        } else {
+            static const char *const fns[] = {"shard", "replicate"};
+            ERR(ap->fnloc, "unknown placement '%s'; expected shard(d), shard(d, block = B) or replicate",
+                ap->fn->name);
+            suggest_list(S, ap->fnloc, ap->fn->name, ap->fn->len, fns, 2);
+            bad = 1;
+            continue;
+        }
+        pl[npl++] = p;
+    }
+    /* a fixed block must cover its parent interval: n * B >= the longest parent */
+    if (!bad) {
+        int64_t longest[RS_MAX_DIMS];
+        for (uint32_t d = 0; d < t->ndim; d++) longest[d] = shi[d] - slo[d];
+        const ast_place *ap = P->places;
+        for (int i = 0; i < npl; i++, ap = ap->next) {
+            if (pl[i].kind != RS_PLACE_SHARD) continue;
+            int d = pl[i].dim;
+            int64_t n = m->size[pl[i].axis], b = pl[i].arg, cover;
+            if (b > 0) {
+                if (!rs_mul_ovf(n, b, &cover) && cover < longest[d]) {
+                    ERR(ap->loc, "shard(%d, block = %lld) over axis '%s' (size %lld) covers %lld elements, but the "
+                        "interval it splits has %lld", d, LL(b), m->axis[pl[i].axis], LL(n), LL(cover), LL(longest[d]));
+                    bad = 1;
+                }
+                if (b < longest[d]) longest[d] = b;
+            } else longest[d] = (longest[d] + n - 1) / n;
+        }
+    }
+
+    /* buffer */
+    const char *bname;
+    int64_t blen = eval_str(S, P->buffer, 1, &bname);
+    if (blen < 0) bad = 1;
+    int explicit_ = P->shape != NULL;
+    int64_t bshape[RS_MAX_DIMS];
+    uint32_t bnd = 0;
+    if (explicit_) {
+        if (P->nshape > RS_MAX_DIMS) {
+            ERR(P->shapeloc, "buffer shape has %u dimensions; at most %d are allowed", P->nshape, RS_MAX_DIMS);
+            bad = 1;
+        } else {
+            int64_t bytes = rs_dtype_size(t->dtype);
+            int big = 0, sbad = 0;
+            for (const ast_expr *e = P->shape; e; e = e->next) {
+                int64_t v = 1;
+                if (eval(S, e, &v)) sbad = 1;
+                else if (v <= 0) {
+                    ERR(e->loc, "dimension %u of the buffer shape must be positive (is %lld)", bnd, LL(v));
+                    sbad = 1;
+                } else if (rs_mul_ovf(bytes, v, &bytes)) big = 1;
+                bshape[bnd++] = v;
+            }
+            if (big && !sbad) {
+                ERR(P->shapeloc, "buffer is too large: its size in bytes does not fit in 64 bits");
+                sbad = 1;
+            }
+            bad |= sbad;
+        }
+    }
+    if (bad) {
+        tinf->bad_piece = 1;
+        return;
+    }
+    uint64_t bh = rs_hash64(bname, (size_t)blen, 0);
+    uint32_t bi = smap_get(&S->bmap[P->side], bname, (uint32_t)blen, bh);
+    if (bi == RS_NONE) {
+        rs_buffer b = {.side = (rs_side)P->side, .dtype = t->dtype, .ndim = bnd};
+        memcpy(b.shape, bshape, bnd * sizeof *bshape);
+        b.name = intern_name(S, bname, (size_t)blen);
+        if (!b.name) {
+            ERR(P->buffer->loc, "names take more than %llu MiB", (unsigned long long)(MAX_NAME_BYTES >> 20));
+            fatal(S);
+            return;
+        }
+        bi = (uint32_t)S->buffers.n;
+        smap_put(&S->bmap[P->side], b.name, (uint32_t)blen, bh, bi);
+        rs_vec_push(&S->buffers, b);
+        rs_vec_push(&S->binfo, ((buffer_info){P->buffer->loc}));
+    } else {
+        const rs_buffer *b = &S->buffers.v[bi];
+        rs_diag_loc first = S->binfo.v[bi].loc;
+        if (b->dtype != t->dtype) {
+            ERR(P->buffer->loc, "%s buffer '%s' holds %s pieces, but tensor '%s' is %s", side, bname,
+                rs_dtype_name(b->dtype), t->name, rs_dtype_name(t->dtype));
+            NOTE(first, "the first piece of buffer '%s' is here", bname);
+            bad = 1;
+        } else if (explicit_ != (b->ndim != 0)) {
+            if (explicit_)
+                ERR(P->shapeloc, "%s buffer '%s' was first used without a shape; give all its pieces a shape, or none",
+                    side, bname);
+            else
+                ERR(P->buffer->loc, "%s buffer '%s' was first used with a shape; give all its pieces a shape, or none",
+                    side, bname);
+            NOTE(first, "the first piece of buffer '%s' is here", bname);
+            bad = 1;
+        } else if (explicit_) {
+            int same = b->ndim == bnd;
+            for (uint32_t d = 0; d < bnd && same; d++) same = b->shape[d] == bshape[d];
+            if (!same) {
+                char was[200], now[200];
+                int64_t z[RS_MAX_DIMS] = {0};
+                fmt_box(was, sizeof was, z, b->shape, b->ndim);
+                fmt_box(now, sizeof now, z, bshape, bnd);
+                ERR(P->shapeloc, "%s buffer '%s' has shape %s, but this piece gives %s", side, bname, was, now);
+                NOTE(first, "the first piece of buffer '%s' is here", bname);
+                bad = 1;
+            }
+        }
+    }
+    /* box */
+    int64_t blo[RS_MAX_DIMS], bhi[RS_MAX_DIMS];
+    if (!bad && explicit_) {
+        for (uint32_t d = 0; d < bnd; d++) blo[d] = 0, bhi[d] = bshape[d];
+        if (P->box && eval_items(S, P->box, bshape, bnd, "box", "buffer", bname, blo, bhi)) bad = 1;
+        if (!bad) {
+            int64_t want = 1;
+            for (uint32_t d = 0; d < bnd; d++) want *= bhi[d] - blo[d]; /* <= buffer elements: fits */
+            char bt[300];
+            fmt_box(bt, sizeof bt, blo, bhi, bnd);
+            if (check_block_count(S, m, t, slo, shi, pl, npl, want, P->box ? P->box->loc : P->shapeloc, bname, bt))
+                bad = 1;
+        }
+    }
+    if (bad) {
+        tinf->bad_piece = 1;
+        return;
+    }
+
+    /* append */
+    if (S->pieces.n >= O(S)->max_pieces) {
+        ERR(st->loc, "more than %llu pieces (the piece limit)", (unsigned long long)O(S)->max_pieces);
+        fatal(S);
+        return;
+    }
+    if (S->places.n + RS_MAX_DIMS >= UINT32_MAX || S->i64.n + 4 * RS_MAX_DIMS >= UINT32_MAX) {
+        ERR(st->loc, "the layout is too large (placement or slice tables past 2^32 entries)");
+        fatal(S);
+        return;
+    }
+    rs_piece p = {.tensor = ti, .mesh = (uint32_t)mi, .buffer = bi, .side = P->side, .nplace = (uint8_t)npl,
+                  .place = (uint32_t)S->places.n, .slice = RS_NONE, .box = RS_NONE};
+    rs_vec_reserve(&S->places, (size_t)npl);
+    for (int i = 0; i < npl; i++) S->places.v[S->places.n++] = pl[i];
+    if (!whole) {
+        p.slice = (uint32_t)S->i64.n;
+        rs_vec_reserve(&S->i64, 2 * t->ndim);
+        for (uint32_t d = 0; d < t->ndim; d++) S->i64.v[S->i64.n++] = slo[d];
+        for (uint32_t d = 0; d < t->ndim; d++) S->i64.v[S->i64.n++] = shi[d];
+    }
+    if (explicit_ && P->box) {
+        p.box = (uint32_t)S->i64.n;
+        rs_vec_reserve(&S->i64, 2 * bnd);
+        for (uint32_t d = 0; d < bnd; d++) S->i64.v[S->i64.n++] = blo[d];
+        for (uint32_t d = 0; d < bnd; d++) S->i64.v[S->i64.n++] = bhi[d];
+    }
+    rs_vec_push(&S->pieces, p);
+    rs_vec_push(&S->ploc, st->loc);
+    rs_vec_push(&S->past, P);
+}
+
+static void elab_include(sema *S, const ast_stmt *s)
+{
+    if (!top_only(S, s, "include")) return;
+    const char *path;
+    if (eval_str(S, s->inc.path, 1, &path) < 0) return;
+    char *p = rs_xstrdup(path);
+    ast_stmt *root;
+    uint32_t file;
+    if (rs_front_open(S->F, p, &s->inc.path->loc, &root, &file) != 0) {
+        free(p);
+        fatal(S); /* the rest would only cascade */
+        return;
+    }
+    free(p);
+    elab_list(S, root);
+    rs_front_close(S->F);
+}
+
+static void elab_for(sema *S, const ast_stmt *s)
+{
+    int64_t lo, hi;
+    if (eval(S, s->loop.lo, &lo) || eval(S, s->loop.hi, &hi)) return;
+    ast_sym *v = s->loop.var;
+    if (v->bound) {
+        ERR(s->loop.varloc, "loop variable '%s' redefines a name", v->name);
+        NOTE(v->def, "'%s' was defined here (names cannot be redefined or shadowed)", v->name);
+        return;
+    }
+    if (hi <= lo) return;
+    uint64_t n = (uint64_t)hi - (uint64_t)lo;
+    if (n > O(S)->max_iterations || S->iterations + n > O(S)->max_iterations) {
+        ERR(s->loc, "this loop runs %llu iterations, which takes the layout past its limit of %llu loop iterations",
+            (unsigned long long)n, (unsigned long long)O(S)->max_iterations);
+        fatal(S);
+        return;
+    }
+    S->iterations += n;
+    for (int64_t i = lo; i < hi && !stopped(S); i++) {
+        size_t mark = S->bound.n;
+        bind(S, v, i, s->loop.varloc, SYM_LOOPVAR, 0);
+        v->toplevel = 0;
+        elab_block(S, s->loop.body, s->loc);
+        unbind_to(S, mark);
+    }
+}
+
+static void elab_if(sema *S, const ast_stmt *s)
+{
+    for (;;) {
+        int64_t c;
+        if (eval(S, s->cond.cond, &c)) return;
+        if (c) {
+            elab_block(S, s->cond.then, s->loc);
+            return;
+        }
+        if (s->cond.else_if) {
+            s = s->cond.els;
+            continue;
+        }
+        if (s->cond.els) elab_block(S, s->cond.els, s->loc);
+        return;
+    }
+}
+
+static void elab_list(sema *S, const ast_stmt *s)
+{
+    for (; s && !stopped(S); s = s->next) {
+        switch (s->kind) {
+        case ST_INCLUDE: elab_include(S, s); break;
+        case ST_TOPOLOGY: elab_topology(S, s); break;
+        case ST_CONST: elab_const(S, s); break;
+        case ST_MESH: elab_mesh(S, s); break;
+        case ST_TENSOR: elab_tensor(S, s); break;
+        case ST_PIECE: elab_piece(S, s); break;
+        case ST_FOR: elab_for(S, s); break;
+        case ST_IF: elab_if(S, s); break;
+        default: rs_die("bad statement kind %d", s->kind);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- topology and rank tables */
+static int finish_topology(sema *S, uint32_t main_file)
+{
+    rs_topology *T = &S->L->topo;
+    if (!S->topo) {
+        rs_diag_loc at = {main_file, 1, 1, 0};
+        ERR(at, "the layout has no topology (e.g. topology { domain_size = 8; nic_gbps = 400; nvlink_gbps = 3600; })");
+        return -1;
+    }
+    if (!S->has_ds && !S->has_domains) return -1;
+    int64_t maxr = -1;
+    for (size_t i = 0; i < S->meshes.n; i++) {
+        if (S->minfo.v[i].poisoned) continue;
+        const rs_mesh *m = &S->meshes.v[i];
+        for (uint32_t k = 0; k < m->nranks; k++)
+            if (m->ranks[k] > maxr) maxr = m->ranks[k];
+    }
+    int64_t world = S->world;
+    if (!S->has_world) {
+        world = maxr + 1;
+        for (size_t i = 0; i < S->doms.n; i++)
+            if (S->doms.v[i].hi > world) world = S->doms.v[i].hi;
+        if (world < 1) world = 1;
+    }
+    int bad = 0;
+    if (S->has_world) {
+        for (size_t i = 0; i < S->meshes.n; i++) {
+            if (S->minfo.v[i].poisoned) continue;
+            const rs_mesh *m = &S->meshes.v[i];
+            for (uint32_t k = 0; k < m->nranks; k++)
+                if (m->ranks[k] >= world) {
+                    ERR(S->minfo.v[i].ranksloc, "mesh '%s' uses rank %d, outside the topology (world = %lld)", m->name,
+                        m->ranks[k], LL(world));
+                    NOTE(S->world_loc, "the world size is set here");
+                    S->minfo.v[i].poisoned = 1;
+                    bad = 1;
+                    break;
+                }
+        }
+    }
+    if ((uint64_t)S->meshes.n * (uint64_t)world > RS_FRONT_MAX_MESH_INDEX) {
+        ERR(S->topo->loc, "%zu meshes over %lld ranks need rank tables of more than %u entries", S->meshes.n, LL(world),
+            RS_FRONT_MAX_MESH_INDEX);
+        return -1;
+    }
+    T->world = (uint32_t)world;
+    T->nic_gbps = (double)(S->nic ? S->nic : 400);
+    T->nvlink_gbps = (double)(S->nvlink ? S->nvlink : 3600);
+    T->domain_of = rs_xmalloc((size_t)world * sizeof *T->domain_of);
+    if (S->has_ds) {
+        T->domain_size = S->domain_size;
+        T->ndomains = (uint32_t)((world + S->domain_size - 1) / S->domain_size);
+        for (int64_t r = 0; r < world; r++) T->domain_of[r] = (uint32_t)(r / S->domain_size);
+    } else {
+        T->domain_size = 0;
+        T->ndomains = S->ndomains;
+        for (int64_t r = 0; r < world; r++) T->domain_of[r] = UINT32_MAX;
+        int dbad = 0;
+        for (size_t i = 0; i < S->doms.n && !dbad; i++) {
+            const dom_range *d = &S->doms.v[i];
+            for (int64_t r = d->lo; r < d->hi; r++) {
+                if (r >= world) {
+                    ERR(d->loc, "rank %lld in domains is outside the topology (world = %lld)", LL(r), LL(world));
+                    dbad = 1;
+                    break;
+                }
+                if (T->domain_of[r] != UINT32_MAX) {
+                    ERR(d->loc, "rank %lld is in two domains (%u and %u)", LL(r), T->domain_of[r], d->dom);
+                    dbad = 1;
+                    break;
+                }
+                T->domain_of[r] = d->dom;
+            }
+        }
+        if (!dbad) {
+            int64_t missing = -1, nmiss = 0;
+            for (int64_t r = 0; r < world; r++)
+                if (T->domain_of[r] == UINT32_MAX) {
+                    if (missing < 0) missing = r;
+                    nmiss++;
+                }
+            if (nmiss) {
+                ERR(S->domains_loc, "rank %lld%s is in no domain (world = %lld)", LL(missing),
+                    nmiss > 1 ? " (and others)" : "", LL(world));
+                dbad = 1;
+            }
+        }
+        bad |= dbad;
+    }
+    for (size_t i = 0; i < S->meshes.n; i++) {
+        rs_mesh *m = &S->meshes.v[i];
+        m->index_of = rs_xmalloc((size_t)world * sizeof *m->index_of);
+        for (int64_t r = 0; r < world; r++) m->index_of[r] = -1;
+        if (S->minfo.v[i].poisoned) continue;
+        for (uint32_t k = 0; k < m->nranks; k++) m->index_of[m->ranks[k]] = (int32_t)k;
+    }
+    return bad ? -1 : 0;
+}
+
+/* ---------------------------------------------------------------- rank enumeration */
+typedef struct {
+    const rs_mesh *m;
+    int64_t coord[RS_MAX_DIMS];
+    uint8_t freeax[RS_MAX_DIMS];
+    int nfree, done;
+} rank_iter;
+
+static void iter_init(rank_iter *it, const rs_layout *L, const rs_piece *p)
+{
+    const rs_mesh *m = &L->meshes[p->mesh];
+    uint8_t pinned[RS_MAX_DIMS] = {0};
+    memset(it, 0, sizeof *it);
+    it->m = m;
+    for (uint32_t i = 0; i < p->nplace; i++) {
+        const rs_place *pl = &L->places[p->place + i];
+        if (pl->kind == RS_PLACE_PIN) pinned[pl->axis] = 1, it->coord[pl->axis] = pl->arg;
+    }
+    for (uint32_t a = 0; a < m->naxes; a++)
+        if (!pinned[a]) it->freeax[it->nfree++] = (uint8_t)a;
+}
+
+/* Next holding coordinate (in it->coord): returns its rank, or -1 when done. */
+static int32_t iter_next(rank_iter *it)
+{
+    if (it->done) return -1;
+    int32_t r = it->m->ranks[mesh_linear(it->m, it->coord)];
+    int k = it->nfree - 1;
+    for (; k >= 0; k--) {
+        int a = it->freeax[k];
+        if (++it->coord[a] < it->m->size[a]) break;
+        it->coord[a] = 0;
+    }
+    if (k < 0) it->done = 1;
+    return r;
+}
+
+static uint64_t holding_count(const rs_layout *L, const rs_piece *p)
+{
+    const rs_mesh *m = &L->meshes[p->mesh];
+    uint64_t n = m->nranks;
+    for (uint32_t i = 0; i < p->nplace; i++) {
+        const rs_place *pl = &L->places[p->place + i];
+        if (pl->kind == RS_PLACE_PIN) n /= (uint64_t)m->size[pl->axis];
+    }
+    return n;
+}
+
+static int spend(sema *S, uint64_t n, rs_diag_loc loc, const char *what)
+{
+    S->work += n;
+    if (S->work <= WORK_BUDGET) return 0;
+    ERR(loc, "the layout is too costly to check (%s); simplify it", what);
+    fatal(S);
+    return -1;
+}
+
+/* ---------------------------------------------------------------- coverage */
+typedef struct {
+    int64_t lo[RS_MAX_DIMS], hi[RS_MAX_DIMS];
+} box_t;
+
+#define MAX_FRAGS 65536
+
+/* Is box d covered by the union of boxes src[0..n)? On failure *left is an uncovered part. */
+static int covered(sema *S, const box_t *d, const box_t *src, size_t n, uint32_t nd, box_t *left, rs_diag_loc loc,
+                   int *toobig)
+{
+    rs_vec(box_t) a = {0}, b = {0};
+    rs_vec_push(&a, *d);
+    for (size_t s = 0; s < n && a.n; s++) {
+        if (spend(S, a.n, loc, "source coverage")) {
+            *toobig = 1;
+            break;
+        }
+        b.n = 0;
+        for (size_t f = 0; f < a.n; f++) {
+            box_t x = a.v[f];
+            int meet = 1;
+            for (uint32_t k = 0; k < nd && meet; k++) meet = x.lo[k] < src[s].hi[k] && src[s].lo[k] < x.hi[k];
+            if (!meet) {
+                rs_vec_push(&b, x);
+                continue;
+            }
+            for (uint32_t k = 0; k < nd; k++) {
+                if (x.lo[k] < src[s].lo[k]) {
+                    box_t y = x;
+                    y.hi[k] = src[s].lo[k];
+                    rs_vec_push(&b, y);
+                    x.lo[k] = src[s].lo[k];
+                }
+                if (x.hi[k] > src[s].hi[k]) {
+                    box_t y = x;
+                    y.lo[k] = src[s].hi[k];
+                    rs_vec_push(&b, y);
+                    x.hi[k] = src[s].hi[k];
+                }
+            }
+        }
+        if (b.n > MAX_FRAGS) {
+            ERR(loc, "too many source pieces overlap this destination piece to check its coverage");
+            *toobig = 1;
+            break;
+        }
+        __typeof__(a) t = a;
+        a = b;
+        b = t;
+    }
+    int ok = a.n == 0;
+    if (!ok && a.n) *left = a.v[0];
+    rs_vec_free(&a);
+    rs_vec_free(&b);
+    return ok;
+}
+
+static void check_coverage(sema *S)
+{
+    rs_layout *L = S->L;
+    rs_vec(box_t) src = {0};
+    for (uint32_t ti = 0; ti < L->ntensors && !stopped(S); ti++) {
+        const rs_tensor *t = &L->tensors[ti];
+        const tensor_info *inf = &S->tinfo.v[ti];
+        if (inf->poisoned || inf->bad_piece) continue;
+        if (!t->nsrc && !t->ndst) {
+            rs_diag_warning(S->dg, inf->loc, "tensor '%s' has no pieces", t->name);
+            continue;
+        }
+        if (!t->ndst) {
+            rs_diag_warning(S->dg, inf->loc, "tensor '%s' has no destination pieces; it is not transferred", t->name);
+            continue;
+        }
+        const ast_piece *first_dst = S->past.v[t->piece_begin + t->nsrc];
+        if (!t->nsrc) {
+            ERR(first_dst->tensor->loc, "tensor '%s' has destination pieces but no source piece", t->name);
+            continue;
+        }
+        int any_whole = 0;
+        src.n = 0;
+        for (uint32_t k = 0; k < t->nsrc; k++) {
+            const rs_piece *p = &L->pieces[t->piece_begin + k];
+            box_t b;
+            rs_piece_slice(L, p, b.lo, b.hi);
+            any_whole |= p->slice == RS_NONE;
+            rs_vec_push(&src, b);
+        }
+        if (any_whole) continue;
+        for (uint32_t k = 0; k < t->ndst; k++) {
+            uint32_t pi = t->piece_begin + t->nsrc + k;
+            const rs_piece *p = &L->pieces[pi];
+            box_t d, left;
+            rs_piece_slice(L, p, d.lo, d.hi);
+            int inside = 0;
+            for (size_t s = 0; s < src.n && !inside; s++) {
+                inside = 1;
+                for (uint32_t x = 0; x < t->ndim && inside; x++)
+                    inside = src.v[s].lo[x] <= d.lo[x] && d.hi[x] <= src.v[s].hi[x];
+            }
+            if (inside) continue;
+            int toobig = 0;
+            rs_diag_loc loc = S->past.v[pi]->tensor->loc;
+            if (S->past.v[pi]->slice) loc = rs_diag_span(loc, S->past.v[pi]->slice->loc);
+            if (covered(S, &d, src.v, src.n, t->ndim, &left, loc, &toobig) || toobig) continue;
+            char bt[300];
+            fmt_box(bt, sizeof bt, left.lo, left.hi, t->ndim);
+            ERR(loc, "elements %s of tensor '%s' are needed here but no source piece holds them", bt, t->name);
+            break;
+        }
+    }
+    rs_vec_free(&src);
+}
+
+/* ---------------------------------------------------------------- overlaps in buffers */
+typedef struct {
+    uint32_t *stamp, *owner; /* [world] */
+    uint32_t gen;
+} stamps;
+
+static void next_gen(stamps *st, uint32_t world)
+{
+    if (++st->gen == 0) {
+        memset(st->stamp, 0, world * sizeof *st->stamp);
+        st->gen = 1;
+    }
+}
+
+static int block_nonempty(const rs_layout *L, const rs_piece *p, const int64_t *coord)
+{
+    int64_t lo[RS_MAX_DIMS], hi[RS_MAX_DIMS];
+    return rs_piece_block(L, p, coord, lo, hi) > 0;
+}
+
+static void report_overlap(sema *S, uint32_t a, uint32_t b, int32_t rank, const char *how)
+{
+    const rs_layout *L = S->L;
+    if (S->src_of[a] > S->src_of[b]) { /* report at the piece written later */
+        uint32_t t = a;
+        a = b;
+        b = t;
+    }
+    const rs_piece *pa = &L->pieces[a], *pb = &L->pieces[b];
+    const rs_buffer *buf = &L->buffers[pb->buffer];
+    ERR(S->past.v[b]->buffer->loc, "pieces of tensors '%s' and '%s' overlap in %s buffer '%s' on rank %d%s",
+        L->tensors[pa->tensor].name, L->tensors[pb->tensor].name, buf->side == RS_SRC ? "src" : "dst", buf->name, rank,
+        how);
+    NOTE(S->past.v[a]->buffer->loc, "the other piece is here");
+}
+
+/* Within one group of pieces (same buffer; same box for explicit buffers), is any rank held by two?
+ * Implicit buffers count only ranks with a non-empty block. */
+static int group_ranks_clash(sema *S, stamps *st, const uint32_t *g, size_t n, int implicit_)
+{
+    const rs_layout *L = S->L;
+    next_gen(st, L->topo.world);
+    for (size_t i = 0; i < n; i++) {
+        const rs_piece *p = &L->pieces[g[i]];
+        if (spend(S, holding_count(L, p), S->past.v[g[i]]->buffer->loc, "buffer overlaps")) return 1;
+        rank_iter it;
+        iter_init(&it, L, p);
+        for (;;) {
+            int64_t coord[RS_MAX_DIMS];
+            memcpy(coord, it.coord, sizeof coord);
+            int32_t r = iter_next(&it);
+            if (r < 0) break;
+            if (implicit_ && !block_nonempty(L, p, coord)) continue;
+            if (st->stamp[r] == st->gen) {
+                report_overlap(S, st->owner[r], g[i], r,
+                               implicit_ ? " (a buffer without a shape holds one piece per rank)" : "");
+                return 1;
+            }
+            st->stamp[r] = st->gen;
+            st->owner[r] = g[i];
+        }
+    }
+    return 0;
+}
+
+/* Do a piece of group a and a piece of group b share a rank? */
+static int groups_share_rank(sema *S, stamps *st, const uint32_t *ga, size_t na, const uint32_t *gb, size_t nb,
+                             const char *how)
+{
+    const rs_layout *L = S->L;
+    next_gen(st, L->topo.world);
+    for (size_t i = 0; i < na; i++) {
+        const rs_piece *p = &L->pieces[ga[i]];
+        if (spend(S, holding_count(L, p), S->past.v[ga[i]]->buffer->loc, "buffer overlaps")) return 1;
+        rank_iter it;
+        iter_init(&it, L, p);
+        for (int32_t r; (r = iter_next(&it)) >= 0;) {
+            st->stamp[r] = st->gen;
+            st->owner[r] = ga[i];
+        }
+    }
+    for (size_t i = 0; i < nb; i++) {
+        const rs_piece *p = &L->pieces[gb[i]];
+        if (spend(S, holding_count(L, p), S->past.v[gb[i]]->buffer->loc, "buffer overlaps")) return 1;
+        rank_iter it;
+        iter_init(&it, L, p);
+        for (int32_t r; (r = iter_next(&it)) >= 0;)
+            if (st->stamp[r] == st->gen) {
+                report_overlap(S, st->owner[r], gb[i], r, how);
+                return 1;
+            }
+    }
+    return 0;
+}
+
+/* An explicit buffer's piece with its box (the whole buffer when it has none). */
+typedef struct {
+    uint32_t src; /* source order, the tie-break */
+    uint32_t piece;
+    int64_t lo[RS_MAX_DIMS], hi[RS_MAX_DIMS];
+} gbox;
+
+static uint32_t g_nd, g_dim; /* qsort context: the front end is single-threaded */
+
+static int cmp_gbox(const void *x, const void *y)
+{
+    const gbox *a = x, *b = y;
+    for (uint32_t k = 0; k < g_nd; k++)
+        if (a->lo[k] != b->lo[k]) return a->lo[k] < b->lo[k] ? -1 : 1;
+    for (uint32_t k = 0; k < g_nd; k++)
+        if (a->hi[k] != b->hi[k]) return a->hi[k] < b->hi[k] ? -1 : 1;
+    return a->src < b->src ? -1 : a->src > b->src;
+}
+
+static int cmp_i64(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+typedef struct {
+    uint32_t first, n; /* a run of equal boxes in the sorted list */
+    int64_t key;       /* its lo along the sweep dim */
+} run_t;
+
+static int cmp_run(const void *x, const void *y)
+{
+    const run_t *a = x, *b = y;
+    if (a->key != b->key) return a->key < b->key ? -1 : 1;
+    return a->first < b->first ? -1 : a->first > b->first;
+}
+
+/* Explicit buffer: equal boxes must sit on disjoint ranks; distinct boxes that intersect (found by
+ * a sweep along the dimension with the most distinct starts) must too. */
+static void check_buffer_explicit(sema *S, stamps *st, const uint32_t *g, size_t n)
+{
+    const rs_layout *L = S->L;
+    const rs_buffer *buf = &L->buffers[L->pieces[g[0]].buffer];
+    uint32_t nd = buf->ndim;
+    gbox *bx = rs_xmalloc(n * sizeof *bx);
+    uint32_t *ids = rs_xmalloc(n * sizeof *ids);
+    for (size_t i = 0; i < n; i++) {
+        const rs_piece *p = &L->pieces[g[i]];
+        bx[i].src = S->src_of[g[i]];
+        bx[i].piece = g[i];
+        for (uint32_t d = 0; d < nd; d++) {
+            bx[i].lo[d] = p->box == RS_NONE ? 0 : L->i64[p->box + d];
+            bx[i].hi[d] = p->box == RS_NONE ? buf->shape[d] : L->i64[p->box + nd + d];
+        }
+    }
+    g_nd = nd;
+    qsort(bx, n, sizeof *bx, cmp_gbox);
+    for (size_t i = 0; i < n; i++) ids[i] = bx[i].piece;
+    rs_vec(run_t) runs = {0};
+    int done = spend(S, n * 8, S->past.v[g[0]]->buffer->loc, "buffer overlaps");
+    for (size_t i = 0; i < n && !done;) {
+        size_t j = i + 1;
+        while (j < n && !memcmp(bx[i].lo, bx[j].lo, nd * sizeof(int64_t)) &&
+               !memcmp(bx[i].hi, bx[j].hi, nd * sizeof(int64_t)))
+            j++;
+        rs_vec_push(&runs, ((run_t){(uint32_t)i, (uint32_t)(j - i), 0}));
+        if (j - i > 1 && group_ranks_clash(S, st, &ids[i], j - i, 0)) done = 1;
+        i = j;
+    }
+    if (!done && runs.n > 1) {
+        uint32_t best = 0;
+        size_t bestc = 0;
+        int64_t *tmp = rs_xmalloc(runs.n * sizeof *tmp);
+        for (uint32_t d = 0; d < nd; d++) {
+            for (size_t r = 0; r < runs.n; r++) tmp[r] = bx[runs.v[r].first].lo[d];
+            qsort(tmp, runs.n, sizeof *tmp, cmp_i64);
+            size_t distinct = 0;
+            for (size_t r = 0; r < runs.n; r++) distinct += r == 0 || tmp[r] != tmp[r - 1];
+            if (distinct > bestc) bestc = distinct, best = d;
+        }
+        free(tmp);
+        g_dim = best;
+        for (size_t r = 0; r < runs.n; r++) runs.v[r].key = bx[runs.v[r].first].lo[best];
+        qsort(runs.v, runs.n, sizeof *runs.v, cmp_run);
+        rs_vec(uint32_t) active = {0};
+        for (size_t r = 0; r < runs.n && !done && !stopped(S); r++) {
+            const gbox *b = &bx[runs.v[r].first];
+            size_t k = 0;
+            for (size_t i = 0; i < active.n; i++)
+                if (bx[runs.v[active.v[i]].first].hi[best] > b->lo[best]) active.v[k++] = active.v[i];
+            active.n = k;
+            if (spend(S, active.n + 1, S->past.v[b->piece]->buffer->loc, "buffer overlaps")) break;
+            for (size_t i = 0; i < active.n && !done; i++) {
+                const run_t *ra = &runs.v[active.v[i]];
+                const gbox *a = &bx[ra->first];
+                int meet = 1;
+                for (uint32_t d = 0; d < nd && meet; d++) meet = a->lo[d] < b->hi[d] && b->lo[d] < a->hi[d];
+                if (!meet) continue;
+                char ba[300], bb[300], how[700];
+                fmt_box(ba, sizeof ba, a->lo, a->hi, nd);
+                fmt_box(bb, sizeof bb, b->lo, b->hi, nd);
+                snprintf(how, sizeof how, " (boxes %s and %s)", ba, bb);
+                if (groups_share_rank(S, st, &ids[ra->first], ra->n, &ids[runs.v[r].first], runs.v[r].n, how))
+                    done = 1;
+            }
+            rs_vec_push(&active, (uint32_t)r);
+        }
+        rs_vec_free(&active);
+    }
+    rs_vec_free(&runs);
+    free(bx);
+    free(ids);
+}
+
+static void check_overlaps(sema *S, const uint32_t *inv)
+{
+    rs_layout *L = S->L;
+    /* pieces per buffer, in source order */
+    uint32_t *cnt = rs_xcalloc((size_t)L->nbuffers + 1, sizeof *cnt);
+    for (uint32_t i = 0; i < L->npieces; i++) cnt[L->pieces[i].buffer + 1]++;
+    for (uint32_t b = 0; b < L->nbuffers; b++) cnt[b + 1] += cnt[b];
+    uint32_t *list = rs_xmalloc(((size_t)L->npieces + 1) * sizeof *list);
+    uint32_t *pos = rs_xmalloc(((size_t)L->nbuffers + 1) * sizeof *pos);
+    memcpy(pos, cnt, ((size_t)L->nbuffers + 1) * sizeof *pos);
+    for (uint32_t s = 0; s < L->npieces; s++) {
+        uint32_t i = inv[s]; /* source index s -> grouped index */
+        list[pos[L->pieces[i].buffer]++] = i;
+    }
+    free(pos);
+    stamps st = {rs_xcalloc(L->topo.world ? L->topo.world : 1, sizeof(uint32_t)),
+                 rs_xcalloc(L->topo.world ? L->topo.world : 1, sizeof(uint32_t)), 0};
+    for (uint32_t b = 0; b < L->nbuffers && !stopped(S); b++) {
+        uint32_t *g = list + cnt[b];
+        size_t n = cnt[b + 1] - cnt[b];
+        if (n < 2) continue;
+        /* skip pieces on meshes that failed (ranks outside the world) */
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+            if (!S->minfo.v[L->pieces[g[i]].mesh].poisoned) g[k++] = g[i];
+        n = k;
+        if (n < 2) continue;
+        if (L->buffers[b].ndim == 0) group_ranks_clash(S, &st, g, n, 1);
+        else check_buffer_explicit(S, &st, g, n);
+    }
+    free(st.stamp);
+    free(st.owner);
+    free(list);
+    free(cnt);
+}
+
+/* ---------------------------------------------------------------- assembly */
+static rs_loc to_loc(rs_diag_loc d) { return (rs_loc){d.file, d.line, d.col}; }
+
+uint32_t rs_sema_run(rs_front *F, ast_stmt *root, uint32_t main_file, rs_ir *ir)
+{
+    sema *S = rs_xcalloc(1, sizeof *S);
+    S->F = F;
+    S->dg = &F->dg;
+    S->o = F->opts;
+    S->L = &ir->L;
+    S->define_used = rs_xcalloc(F->opts->ndefines + 1, 1);
+
+    elab_list(S, root);
+    int complete = !S->fatal && !S->dg->stop;
+
+    /* -D options that named no top-level const: a command-line error */
+    if (complete) {
+        for (uint32_t i = 0; i < S->o->ndefines; i++) {
+            if (S->define_used[i]) continue;
+            const char *nm = S->o->defines[i].name;
+            rs_suggest sg;
+            rs_suggest_init(&sg, nm, strlen(nm));
+            for (size_t k = 0; k < S->bound.n; k++)
+                if (S->bound.v[k]->toplevel && S->bound.v[k]->bound == SYM_CONST)
+                    rs_suggest_add(&sg, S->bound.v[k]->name, S->bound.v[k]->len);
+            if (sg.best)
+                rs_diag_error_at(S->dg, "command line", "-D %s: the layout has no top-level const '%s'; did you mean '%s'?",
+                                 nm, nm, sg.best);
+            else rs_diag_error_at(S->dg, "command line", "-D %s: the layout has no top-level const '%s'", nm, nm);
+            F->define_errors++;
+        }
+    }
+    unbind_to(S, 0);
+
+    /* move the tables into the layout */
+    rs_layout *L = S->L;
+    L->nmeshes = (uint32_t)S->meshes.n;
+    L->meshes = S->meshes.v;
+    L->ntensors = (uint32_t)S->tensors.n;
+    L->tensors = S->tensors.v;
+    L->nbuffers = (uint32_t)S->buffers.n;
+    L->buffers = S->buffers.v;
+    L->nplaces = (uint32_t)S->places.n;
+    L->places = S->places.v;
+    L->ni64 = (uint32_t)S->i64.n;
+    L->i64 = S->i64.v;
+    int topo_ok = complete && finish_topology(S, main_file) == 0;
+
+    /* group pieces per tensor: src then dst, each in source order (stable counting sort) */
+    uint32_t np = (uint32_t)S->pieces.n;
+    uint32_t *start = rs_xcalloc(2 * (size_t)L->ntensors + 1, sizeof *start);
+    for (uint32_t i = 0; i < np; i++) start[2 * S->pieces.v[i].tensor + S->pieces.v[i].side + 1]++;
+    for (size_t k = 0; k < 2 * (size_t)L->ntensors; k++) start[k + 1] += start[k];
+    for (uint32_t t = 0; t < L->ntensors; t++) {
+        L->tensors[t].piece_begin = start[2 * t];
+        L->tensors[t].nsrc = start[2 * t + 1] - start[2 * t];
+        L->tensors[t].ndst = start[2 * t + 2] - start[2 * t + 1];
+    }
+    uint32_t *inv = rs_xmalloc(((size_t)np + 1) * sizeof *inv);
+    S->src_of = rs_xmalloc(((size_t)np + 1) * sizeof *S->src_of);
+    L->pieces = rs_xmalloc(((size_t)np + 1) * sizeof *L->pieces);
+    rs_loc *ploc = rs_xmalloc(((size_t)np + 1) * sizeof *ploc);
+    const ast_piece **past = rs_xmalloc(((size_t)np + 1) * sizeof *past);
+    rs_diag_loc *pdl = rs_xmalloc(((size_t)np + 1) * sizeof *pdl);
+    for (uint32_t i = 0; i < np; i++) {
+        const rs_piece *p = &S->pieces.v[i];
+        uint32_t j = start[2 * p->tensor + p->side]++;
+        inv[i] = j;
+        S->src_of[j] = i;
+        L->pieces[j] = *p;
+        ploc[j] = to_loc(S->ploc.v[i]);
+        pdl[j] = S->ploc.v[i];
+        past[j] = S->past.v[i];
+    }
+    L->npieces = np;
+    free(start);
+    rs_vec_free(&S->pieces);
+    free(S->past.v);
+    S->past.v = past;
+    free(S->ploc.v);
+    S->ploc.v = pdl;
+
+    if (complete) check_coverage(S);
+    if (topo_ok && !stopped(S)) check_overlaps(S, inv);
+    free(inv);
+
+    ir->piece_loc = ploc;
+    ir->tensor_loc = rs_xmalloc(((size_t)L->ntensors + 1) * sizeof *ir->tensor_loc);
+    for (uint32_t t = 0; t < L->ntensors; t++) ir->tensor_loc[t] = to_loc(S->tinfo.v[t].loc);
+    ir->mesh_loc = rs_xmalloc(((size_t)L->nmeshes + 1) * sizeof *ir->mesh_loc);
+    for (uint32_t m = 0; m < L->nmeshes; m++) ir->mesh_loc[m] = to_loc(S->minfo.v[m].loc);
+    ir->buffer_loc = rs_xmalloc(((size_t)L->nbuffers + 1) * sizeof *ir->buffer_loc);
+    for (uint32_t b = 0; b < L->nbuffers; b++) ir->buffer_loc[b] = to_loc(S->binfo.v[b].loc);
+    /* meshes that never got rank tables (elaboration stopped early) */
+    for (uint32_t m = 0; m < L->nmeshes; m++)
+        if (!L->meshes[m].index_of) L->meshes[m].index_of = rs_xcalloc(1, sizeof(int32_t));
+    if (!L->topo.domain_of) L->topo.domain_of = rs_xcalloc(1, sizeof(uint32_t));
+
+    uint32_t nerr = S->dg->nerrors;
+    if (!complete && !nerr) nerr = 1; /* cannot happen: stopping always reports */
+    rs_vec_free(&S->minfo);
+    rs_vec_free(&S->tinfo);
+    rs_vec_free(&S->binfo);
+    rs_vec_free(&S->ploc);
+    rs_vec_free(&S->past);
+    rs_vec_free(&S->bound);
+    rs_vec_free(&S->doms);
+    free(S->tmap.e);
+    free(S->bmap[0].e);
+    free(S->bmap[1].e);
+    free(S->nb[0]);
+    free(S->nb[1]);
+    free(S->define_used);
+    free(S->src_of);
+    free(S);
+    return nerr;
+}

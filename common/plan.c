@@ -6,6 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Opcodes are stored as one byte; 0 is never an opcode. */
+#define X(n, v, o, s) _Static_assert((v) > 0 && (v) < 256, "opcode " #n " fits in a byte");
+RS_OPCODES(X)
+#undef X
+
 static const char *const op_names[] = {
 #define X(n, v, o, s) [v] = #n,
     RS_OPCODES(X)

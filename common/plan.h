@@ -56,6 +56,8 @@ uint64_t rs_desc_bytes(const rs_desc *d);
 /* Largest byte offset + 1 touched (offset for an empty descriptor); overflow-checked, 0 on success. */
 int rs_desc_extent(const rs_desc *d, uint64_t *end);
 
+/* Fields an opcode does not use (peer/loc/off for PACK/UNPACK/COPY, src/dst for SEND/RECV) are not
+ * stored in plan.bin and are 0 after a decode; PACK/UNPACK/COPY bytes are stored as the descriptors'. */
 typedef struct {
     uint8_t code;   /* rs_opcode */
     uint8_t pad_[3];
@@ -82,6 +84,10 @@ typedef struct {
     uint64_t bytes;
 } rs_binding;
 
+/* rs_plan_verify_rank's structural contract (docs/format.md): steps' op ranges and wait ranges follow
+ * each other in program order and cover ops[] and waits[]; each buffer is bound at most once (explicit
+ * buffers with their declared shape, bytes = shape x dtype size); descriptors have stride 1 innermost
+ * and never touch a byte twice; nothing writes into a source-side buffer. */
 typedef struct {
     uint32_t rank;
     uint64_t staging_bytes;

@@ -3,7 +3,9 @@
 # Golden files. Every golden test carries the label `golden` and compares a command's stdout with a
 # checked-in file through tests/golden.sh. Refresh them all with ONE command, then review the diff:
 #
-#     RS_GOLDEN_REFRESH=1 ctest --test-dir build -L golden && git diff tests/
+#     RESHARD_UPDATE=1 ctest --test-dir build -L golden && git diff tests/
+#
+# (RESHARD_UPDATE=1 is also the front end's switch: `-L "golden|front"` refreshes both kinds.)
 #
 # Reuse (planner and others): this file is included first (tests/*.cmake are included sorted), so
 #     rs_add_golden_dump(NAME LAYOUT [compile args...])

@@ -7,12 +7,14 @@
 #       Compile LAYOUT with RESHARDC (extra args such as -D N=V --staging B go to the compiler), check
 #       the plan with `reshardc verify`, then compare `reshardc dump PLAN` with EXPECTED.
 #
-# Refresh instead of compare: set RS_GOLDEN_REFRESH=1 in the environment (or pass --refresh first):
-#   RS_GOLDEN_REFRESH=1 ctest --test-dir BUILD -L golden
+# Refresh instead of compare: set RESHARD_UPDATE=1 in the environment (the same switch as the front
+# end's tests/run_golden.sh; RS_GOLDEN_REFRESH=1 works too), or pass --refresh first:
+#   RESHARD_UPDATE=1 ctest --test-dir BUILD -L golden
 # then review `git diff tests/` before committing. A missing EXPECTED is an error unless refreshing.
 set -u
 
-refresh=${RS_GOLDEN_REFRESH:-0}
+refresh=0
+case "${RESHARD_UPDATE:-}${RS_GOLDEN_REFRESH:-}" in *1*) refresh=1 ;; esac
 if [ "${1:-}" = "--refresh" ]; then refresh=1; shift; fi
 status=0
 if [ "${1:-}" = "--status" ]; then status=$2; shift 2; fi
@@ -26,11 +28,11 @@ compare() { # compare EXPECTED ACTUAL
         return $?
     fi
     if [ ! -f "$1" ]; then
-        echo "golden.sh: $1 does not exist; create it with RS_GOLDEN_REFRESH=1" >&2
+        echo "golden.sh: $1 does not exist; create it with RESHARD_UPDATE=1" >&2
         return 1
     fi
     if ! diff -u "$1" "$2"; then
-        echo "golden.sh: output differs from $1 (refresh: RS_GOLDEN_REFRESH=1 ctest -L golden)" >&2
+        echo "golden.sh: output differs from $1 (refresh: RESHARD_UPDATE=1 ctest -L golden)" >&2
         return 1
     fi
     return 0

@@ -1,0 +1,390 @@
+/* exec.c - the executor core shared by every transport: compiles a rank's program into per-step op lists
+ * (copies of phase 1 and 3, sends/receives of phase 2), resolves them against the bindings, and walks the
+ * steps of a lane (or of both lanes in program order) calling the transport's primitives. */
+#define _GNU_SOURCE /* qsort_r, open_memstream */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan_dump.h"
+#include "rt.h"
+#include "util.h"
+
+/* ---------------------------------------------------------------- descriptors */
+
+/* Canonical shape of a descriptor: unit dims dropped, dims contiguous with their inner neighbour merged,
+ * innermost stride 1. A zero count anywhere gives ndim 0 (no bytes). */
+static void canon(const rs_desc *d, rs_shape *s)
+{
+    memset(s, 0, sizeof *s);
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < d->ndim; i++) {
+        if (d->count[i] == 0) {
+            s->ndim = 0;
+            return;
+        }
+        if (d->count[i] == 1) continue;
+        s->count[n] = d->count[i];
+        s->stride[n] = d->stride[i];
+        n++;
+        while (n >= 2 && s->stride[n - 2] == s->count[n - 1] * s->stride[n - 1]) {
+            s->count[n - 2] *= s->count[n - 1];
+            s->stride[n - 2] = s->stride[n - 1];
+            n--;
+        }
+    }
+    if (n == 0 || s->stride[n - 1] != 1) { /* innermost run of one byte */
+        if (n == RS_DESC_MAX_DIMS) {        /* cannot happen for verified descriptors (innermost stride 1) */
+            s->ndim = 0;
+            return;
+        }
+        s->count[n] = 1;
+        s->stride[n] = 1;
+        n++;
+    }
+    s->ndim = n;
+}
+
+/* A cursor over the runs of a shape: `run` is the offset of the current run, `left` bytes remain in it. */
+typedef struct {
+    const rs_shape *s;
+    uint64_t idx[RS_DESC_MAX_DIMS];
+    uint64_t run, left;
+} cursor;
+
+static void cur_init(cursor *c, const rs_shape *s)
+{
+    memset(c, 0, sizeof *c);
+    c->s = s;
+    c->left = s->count[s->ndim - 1];
+}
+
+static void cur_next_run(cursor *c)
+{
+    const rs_shape *s = c->s;
+    for (int i = (int)s->ndim - 2; i >= 0; i--) {
+        if (++c->idx[i] < s->count[i]) {
+            c->run += s->stride[i];
+            break;
+        }
+        c->run -= (s->count[i] - 1) * s->stride[i];
+        c->idx[i] = 0;
+    }
+    c->left = s->count[s->ndim - 1];
+}
+
+void rs_host_copy(char *dp, const rs_shape *d, const char *sp, const rs_shape *s)
+{
+    if (!d->ndim || !s->ndim) return;
+    uint64_t total = 1;
+    for (uint32_t i = 0; i < s->ndim; i++) total *= s->count[i];
+    uint64_t sl = s->count[s->ndim - 1], dl = d->count[d->ndim - 1];
+    if (s->ndim == 1 && d->ndim == 1) {
+        memcpy(dp, sp, total);
+        return;
+    }
+    cursor cs, cd;
+    cur_init(&cs, s);
+    cur_init(&cd, d);
+    if (sl == dl) { /* same run length on both sides: one memcpy per run */
+        for (uint64_t done = 0; done < total; done += sl) {
+            memcpy(dp + cd.run, sp + cs.run, sl);
+            if (done + sl < total) {
+                cur_next_run(&cs);
+                cur_next_run(&cd);
+            }
+        }
+        return;
+    }
+    while (total) {
+        uint64_t k = cs.left < cd.left ? cs.left : cd.left;
+        memcpy(dp + cd.run + (dl - cd.left), sp + cs.run + (sl - cs.left), k);
+        cs.left -= k;
+        cd.left -= k;
+        total -= k;
+        if (!total) break;
+        if (!cs.left) cur_next_run(&cs);
+        if (!cd.left) cur_next_run(&cd);
+    }
+}
+
+/* ---------------------------------------------------------------- compile */
+
+static int cmp_by_name(const void *a, const void *b, void *arg)
+{
+    const rs_exec *x = arg;
+    uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
+    const rs_buffer *p = &x->P->layout.buffers[x->prog->bindings[i].buffer];
+    const rs_buffer *q = &x->P->layout.buffers[x->prog->bindings[j].buffer];
+    int c = strcmp(p->name, q->name);
+    if (c) return c;
+    return (int)p->side - (int)q->side;
+}
+
+static rsResult_t compile(rs_exec *x)
+{
+    const rs_rank_prog *g = x->prog;
+    uint32_t njobs = 0, np2p = 0;
+    for (uint32_t i = 0; i < g->nops; i++) {
+        int c = g->ops[i].code;
+        if (c == RS_OP_PACK || c == RS_OP_UNPACK || c == RS_OP_COPY) njobs++;
+        else np2p++;
+    }
+    x->xs = calloc(g->nsteps ? g->nsteps : 1, sizeof *x->xs);
+    x->jobs = calloc(njobs ? njobs : 1, sizeof *x->jobs);
+    x->p2p = calloc(np2p ? np2p : 1, sizeof *x->p2p);
+    for (int l = 0; l < RS_NLANES; l++) x->lane_steps[l] = calloc(g->nsteps ? g->nsteps : 1, sizeof(uint32_t));
+    if (!x->xs || !x->jobs || !x->p2p || !x->lane_steps[0] || !x->lane_steps[1])
+        return rs_rt_err(rsSystemError, "out of memory compiling rank %u's program", x->rank);
+
+    rsExecStats_t *st = &x->stats;
+    for (uint32_t s = 0; s < g->nsteps; s++) {
+        const rs_step *sp = &g->steps[s];
+        rs_xstep *xs = &x->xs[s];
+        if (sp->lane >= RS_NLANES || (uint64_t)sp->op_begin + sp->nops > g->nops ||
+            (uint64_t)sp->wait_begin + sp->nwaits > g->nwaits)
+            return rs_rt_err(rsPlanInvalid, "rank %u step %u: malformed step", x->rank, s);
+        xs->lane = sp->lane;
+        xs->lane_pos = x->nlane[sp->lane];
+        x->lane_steps[sp->lane][x->nlane[sp->lane]++] = s;
+        st->numSteps[sp->lane]++;
+        if (sp->lane == RS_LANE_NVL) x->has_nvl = 1;
+        xs->wait_begin = sp->wait_begin;
+        xs->nwaits = sp->nwaits;
+        for (uint32_t w = 0; w < sp->nwaits; w++) {
+            uint32_t t = g->waits[sp->wait_begin + w];
+            if (t >= s || g->steps[t].lane == sp->lane)
+                return rs_rt_err(rsPlanInvalid, "rank %u step %u: wait for step %u is not an earlier step of the "
+                                                "other lane", x->rank, s, t);
+            x->xs[t].waited = 1;
+        }
+        /* Phase 1 jobs, then phase 3 jobs, then the sends/receives, each in program order. */
+        for (int phase = 1; phase <= 3; phase += 2) {
+            uint32_t first = x->njobs;
+            for (uint32_t k = 0; k < sp->nops; k++) {
+                uint32_t oi = sp->op_begin + k;
+                const rs_op *op = &g->ops[oi];
+                int c = op->code;
+                if (!(phase == 1 ? (c == RS_OP_PACK || c == RS_OP_COPY) : c == RS_OP_UNPACK)) continue;
+                if (op->src >= g->ndescs || op->dst >= g->ndescs)
+                    return rs_rt_err(rsPlanInvalid, "rank %u op %u: descriptor index out of range", x->rank, oi);
+                const rs_desc *sd = &g->descs[op->src], *dd = &g->descs[op->dst];
+                uint64_t bytes = rs_desc_bytes(sd);
+                if (bytes != rs_desc_bytes(dd))
+                    return rs_rt_err(rsPlanInvalid, "rank %u op %u: source and destination sizes differ", x->rank, oi);
+                st->bytesCopied += bytes;
+                if (dd->loc != RS_LOC_STAGING) st->destinationBytes += bytes;
+                if (!bytes) continue;
+                rs_xjob *j = &x->jobs[x->njobs++];
+                j->op = oi;
+                j->sloc = sd->loc;
+                j->dloc = dd->loc;
+                j->soff = sd->offset;
+                j->doff = dd->offset;
+                j->bytes = bytes;
+                canon(sd, &j->s);
+                canon(dd, &j->d);
+                if (phase == 1) xs->bytes1 += bytes;
+                else xs->bytes3 += bytes;
+            }
+            if (phase == 1) xs->job1 = first, xs->njob1 = x->njobs - first;
+            else xs->job3 = first, xs->njob3 = x->njobs - first;
+        }
+        xs->p2p = x->np2p;
+        for (uint32_t k = 0; k < sp->nops; k++) {
+            uint32_t oi = sp->op_begin + k;
+            const rs_op *op = &g->ops[oi];
+            if (op->code != RS_OP_SEND && op->code != RS_OP_RECV) continue;
+            if (op->peer >= x->world || op->peer == x->rank)
+                return rs_rt_err(rsPlanInvalid, "rank %u op %u: bad peer %u", x->rank, oi, op->peer);
+            int send = op->code == RS_OP_SEND;
+            if (send) st->bytesSent[sp->lane] += op->bytes;
+            else {
+                st->bytesReceived[sp->lane] += op->bytes;
+                if (op->loc != RS_LOC_STAGING) st->destinationBytes += op->bytes;
+            }
+            if (!op->bytes) continue; /* both sides skip an empty message */
+            rs_xp2p *p = &x->p2p[x->np2p++];
+            p->op = oi;
+            p->send = (uint8_t)send;
+            p->peer = op->peer;
+            p->loc = op->loc;
+            p->off = op->off;
+            p->bytes = op->bytes;
+            if (send) xs->nsend++;
+            else xs->nrecv++;
+        }
+        xs->np2p = x->np2p - xs->p2p;
+        if (xs->nsend > x->max_send) x->max_send = xs->nsend;
+        if (xs->nrecv > x->max_recv) x->max_recv = xs->nrecv;
+    }
+    st->stagingBytes = g->staging_bytes;
+    return rsSuccess;
+}
+
+rsResult_t rs_exec_new(struct rsPlan *plan, int rank, const rsConfig_t *cfg, rs_exec **out)
+{
+    *out = NULL;
+    const rs_plan *P = &plan->P;
+    if (rank < 0 || (uint32_t)rank >= P->layout.topo.world)
+        return rs_rt_err(rsMismatch, "rank %d is outside the plan's world of %u ranks", rank, P->layout.topo.world);
+    if (!P->ranks[rank].loaded)
+        return rs_rt_err(rsMismatch, "the plan was loaded for rank %d, not for rank %d", plan->rank, rank);
+    rs_exec *x = calloc(1, sizeof *x);
+    if (!x) return rs_rt_err(rsSystemError, "out of memory creating an executor");
+    x->plan = plan;
+    rs_rt_plan_ref(plan);
+    x->P = P;
+    x->prog = &P->ranks[rank];
+    x->rank = (uint32_t)rank;
+    x->world = P->layout.topo.world;
+    x->cfg = *cfg;
+    x->fault_step = UINT32_MAX;
+    pthread_mutex_init(&x->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&x->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    atomic_init(&x->abort_flag, 0);
+    uint32_t nb = x->prog->nbindings;
+    x->bind_ptr = calloc(nb ? nb : 1, sizeof *x->bind_ptr);
+    x->bound = calloc(nb ? nb : 1, 1);
+    x->by_name = calloc(nb ? nb : 1, sizeof *x->by_name);
+    if (!x->bind_ptr || !x->bound || !x->by_name) {
+        rs_exec_free(x);
+        return rs_rt_err(rsSystemError, "out of memory creating an executor");
+    }
+    for (uint32_t i = 0; i < nb; i++) {
+        if (x->prog->bindings[i].buffer >= P->layout.nbuffers) {
+            rs_exec_free(x);
+            return rs_rt_err(rsPlanInvalid, "rank %d binding %u: bad buffer index", rank, i);
+        }
+        x->by_name[i] = i;
+    }
+    qsort_r(x->by_name, nb, sizeof *x->by_name, cmp_by_name, x);
+    rsResult_t r = compile(x);
+    if (r != rsSuccess) {
+        rs_exec_free(x);
+        return r;
+    }
+    x->prepared = nb == 0;
+    if (x->prepared) rs_exec_resolve(x);
+    *out = x;
+    return rsSuccess;
+}
+
+void rs_exec_free(rs_exec *x)
+{
+    if (!x) return;
+    free(x->bind_ptr);
+    free(x->bound);
+    free(x->by_name);
+    free(x->xs);
+    free(x->jobs);
+    free(x->p2p);
+    for (int l = 0; l < RS_NLANES; l++) free(x->lane_steps[l]);
+    pthread_mutex_destroy(&x->mu);
+    pthread_cond_destroy(&x->cv);
+    if (x->plan) rs_rt_plan_unref(x->plan);
+    free(x);
+}
+
+static char *loc_base(rs_exec *x, uint32_t loc)
+{
+    return loc == RS_LOC_STAGING ? x->staging : (char *)x->bind_ptr[loc];
+}
+
+void rs_exec_resolve(rs_exec *x)
+{
+    for (uint32_t i = 0; i < x->njobs; i++) {
+        rs_xjob *j = &x->jobs[i];
+        j->sp = loc_base(x, j->sloc) + j->soff;
+        j->dp = loc_base(x, j->dloc) + j->doff;
+    }
+    for (uint32_t i = 0; i < x->np2p; i++) x->p2p[i].ptr = loc_base(x, x->p2p[i].loc) + x->p2p[i].off;
+}
+
+/* ---------------------------------------------------------------- walk */
+
+rsResult_t rs_exec_fail(rs_exec *x, rsResult_t code, const char *fmt, ...)
+{
+    char msg[RS_ERRLEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&x->mu);
+    if (!x->run_res) {
+        x->run_res = code;
+        snprintf(x->run_err, sizeof x->run_err, "%s", msg);
+    }
+    pthread_mutex_unlock(&x->mu);
+    return rs_rt_err(code, "%s", msg);
+}
+
+void rs_exec_inject_fault(rsExec_t x, uint32_t step) { x->fault_step = step; }
+
+static const char *lane_name(int l) { return l == RS_LANE_NVL ? "NVL" : "NET"; }
+
+/* Trace lines come from the shared plan printer (common/plan_dump.c), one log line each. */
+static void trace_lines(const rs_exec *x, char *buf)
+{
+    char *save = NULL;
+    for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+        rs_rt_log(RS_LOG_TRACE, (int)x->rank, "%s", line);
+}
+
+void rs_exec_trace_op(const rs_exec *x, uint32_t step, uint32_t oi)
+{
+    (void)step;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return;
+    rs_plan_dump_op(f, x->P, x->rank, oi);
+    fclose(f);
+    trace_lines(x, buf);
+    free(buf);
+}
+
+static void trace_step(const rs_exec *x, uint32_t s)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return;
+    rs_plan_dump_step(f, x->P, x->rank, s);
+    const rs_step *sp = &x->prog->steps[s];
+    for (uint32_t i = 0; i < sp->nops; i++) rs_plan_dump_op(f, x->P, x->rank, sp->op_begin + i);
+    fclose(f);
+    trace_lines(x, buf);
+    free(buf);
+}
+
+rsResult_t rs_exec_walk(rs_exec *x, int lane, const atomic_int *stop)
+{
+    const rs_transport *t = x->tr;
+    uint32_t n = lane < 0 ? x->prog->nsteps : x->nlane[lane];
+    int trace = rs_rt_log_level() >= RS_LOG_TRACE;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t s = lane < 0 ? i : x->lane_steps[lane][i];
+        const rs_xstep *xs = &x->xs[s];
+        int l = xs->lane;
+        if (stop && atomic_load(stop))
+            return rs_rt_err(rsAborted, "rank %u: run aborted before step %u", x->rank, s);
+        if (t->mark) t->mark(x, s, 1);
+        for (uint32_t w = 0; w < xs->nwaits; w++) RS_TRY(t->wait(x, l, x->prog->waits[xs->wait_begin + w]));
+        if (trace) trace_step(x, s);
+        if (xs->njob1) RS_TRY(t->copies(x, l, s, 1));
+        if (s == x->fault_step)
+            return rs_rt_err(rsTransportError, "rank %u step %u (%s): injected transport error", x->rank, s,
+                             lane_name(l));
+        if (xs->np2p) RS_TRY(t->group(x, l, s));
+        if (xs->njob3) RS_TRY(t->copies(x, l, s, 3));
+        RS_TRY(t->done(x, l, s));
+        if (t->mark) t->mark(x, s, 0);
+    }
+    return rsSuccess;
+}

@@ -1,0 +1,96 @@
+// kernels.cu - the batched strided copy kernel behind PACK, UNPACK and COPY on the CUDA transports: one
+// launch per step phase over a descriptor array uploaded at bind time; vectorized (up to 16 bytes) copies.
+#include <cuda_runtime.h>
+
+#include "kernels.h"
+
+static_assert(sizeof(rs_kjob) % 8 == 0, "rs_kjob is copied to shared memory in 8-byte words");
+
+#define RS_THREADS 256
+
+// Byte offset of segment k: k in the mixed radix cnt[0..nd) (innermost last).
+__device__ __forceinline__ uint64_t seg_off(const uint64_t *cnt, const uint64_t *str, uint32_t nd, uint64_t k)
+{
+    uint64_t off = 0;
+    for (int i = (int)nd - 1; i > 0; i--) {
+        uint64_t c = cnt[i];
+        uint64_t q = k / c;
+        off += (k - q * c) * str[i];
+        k = q;
+    }
+    return off + k * str[0];
+}
+
+template <typename T> __device__ __forceinline__ void tile_copy(const rs_kjob &j, uint64_t v0, uint64_t v1)
+{
+    const uint64_t vps = j.vps;
+    const uint32_t bd = blockDim.x, tid = threadIdx.x;
+    if (vps >= 64) {
+        // Long segments: the block walks them one by one, threads striding inside, 4 loads in flight.
+        uint64_t k = v0 / vps, w = v0 - k * vps, v = v0;
+        while (v < v1) {
+            uint64_t n = vps - w;
+            if (n > v1 - v) n = v1 - v;
+            const T *__restrict__ s = (const T *)(j.src + seg_off(j.scount, j.sstride, j.snd, k)) + w;
+            T *__restrict__ d = (T *)(j.dst + seg_off(j.dcount, j.dstride, j.dnd, k)) + w;
+            uint64_t i = tid;
+            for (; i + 3 * (uint64_t)bd < n; i += 4 * (uint64_t)bd) {
+                T a = s[i], b = s[i + bd], c = s[i + 2 * bd], e = s[i + 3 * bd];
+                d[i] = a;
+                d[i + bd] = b;
+                d[i + 2 * bd] = c;
+                d[i + 3 * bd] = e;
+            }
+            for (; i < n; i += bd) d[i] = s[i];
+            v += n;
+            k++;
+            w = 0;
+        }
+    } else {
+        // Short segments: each thread locates its own vector.
+        for (uint64_t v = v0 + tid; v < v1; v += bd) {
+            uint64_t k = v / vps, w = v - k * vps;
+            const T *s = (const T *)(j.src + seg_off(j.scount, j.sstride, j.snd, k)) + w;
+            T *d = (T *)(j.dst + seg_off(j.dcount, j.dstride, j.dnd, k)) + w;
+            *d = *s;
+        }
+    }
+}
+
+__global__ void __launch_bounds__(RS_THREADS) rs_copy_kernel(const rs_kjob *__restrict__ jobs, uint32_t njobs)
+{
+    __shared__ rs_kjob sj;
+    __shared__ uint32_t sidx;
+    const uint64_t t = blockIdx.x;
+    if (threadIdx.x == 0) { // the job whose tiles contain t
+        uint32_t lo = 0, hi = njobs - 1;
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo + 1) / 2;
+            if (jobs[mid].tile_begin <= t) lo = mid;
+            else hi = mid - 1;
+        }
+        sidx = lo;
+    }
+    __syncthreads();
+    const unsigned long long *from = (const unsigned long long *)&jobs[sidx];
+    unsigned long long *to = (unsigned long long *)&sj;
+    for (uint32_t i = threadIdx.x; i < sizeof(rs_kjob) / 8; i += blockDim.x) to[i] = from[i];
+    __syncthreads();
+    uint64_t v0 = (t - sj.tile_begin) * sj.tile_vecs, v1 = v0 + sj.tile_vecs;
+    if (v1 > sj.nvec) v1 = sj.nvec;
+    switch (sj.vlog) {
+    case 4: tile_copy<uint4>(sj, v0, v1); break;
+    case 3: tile_copy<uint2>(sj, v0, v1); break;
+    case 2: tile_copy<unsigned int>(sj, v0, v1); break;
+    case 1: tile_copy<unsigned short>(sj, v0, v1); break;
+    default: tile_copy<unsigned char>(sj, v0, v1); break;
+    }
+}
+
+extern "C" int rs_cuda_copy_launch(const rs_kjob *jobs, uint32_t njobs, uint64_t ntiles, void *stream)
+{
+    if (!njobs || !ntiles) return 0;
+    if (ntiles > 0x7fffffffull) return (int)cudaErrorInvalidConfiguration;
+    rs_copy_kernel<<<(unsigned)ntiles, RS_THREADS, 0, (cudaStream_t)stream>>>(jobs, njobs);
+    return (int)cudaGetLastError();
+}

@@ -196,6 +196,36 @@ static inline uint32_t rs_plan_header_crc(const uint8_t *head, size_t len)
     return rs_crc32c(c, head + RS_HDR_CRC + 4, len - RS_HDR_CRC - 4);
 }
 
+/* CRC32C of A || B from crc(A), crc(B) and len(B): the per-rank CRCs of the programs give the section's
+ * CRC without a second pass. `ops` caches the GF(2) operators for 2^k zero bytes (rs_crc_ops_init). */
+typedef struct {
+    uint32_t m[64][32];
+} rs_crc_ops;
+static inline uint32_t rs_gf2_times(const uint32_t *mat, uint32_t vec)
+{
+    uint32_t sum = 0;
+    for (int i = 0; vec; vec >>= 1, i++)
+        if (vec & 1) sum ^= mat[i];
+    return sum;
+}
+static inline void rs_crc_ops_init(rs_crc_ops *o)
+{
+    uint32_t one[32], two[32], four[32];
+    one[0] = 0x82f63b78u; /* reflected Castagnoli polynomial: the operator for one zero bit */
+    for (int n = 1; n < 32; n++) one[n] = 1u << (n - 1);
+    for (int n = 0; n < 32; n++) two[n] = rs_gf2_times(one, one[n]);
+    for (int n = 0; n < 32; n++) four[n] = rs_gf2_times(two, two[n]);
+    for (int n = 0; n < 32; n++) o->m[0][n] = rs_gf2_times(four, four[n]); /* one zero byte */
+    for (int k = 1; k < 64; k++)
+        for (int n = 0; n < 32; n++) o->m[k][n] = rs_gf2_times(o->m[k - 1], o->m[k - 1][n]);
+}
+static inline uint32_t rs_crc32c_combine(const rs_crc_ops *o, uint32_t crc1, uint32_t crc2, uint64_t len2)
+{
+    for (int k = 0; len2; k++, len2 >>= 1)
+        if (len2 & 1) crc1 = rs_gf2_times(o->m[k], crc1);
+    return crc1 ^ crc2;
+}
+
 struct rs_layout;
 /* Structural checks of a layout (plan_verify.c): indices inside their tables, dims and shapes within
  * limits, products without overflow, so that the placement math in layout.c is safe on it. */

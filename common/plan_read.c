@@ -291,12 +291,11 @@ static void read_dirent(const uint8_t *e, dirent_t *d)
     d->nwaits = rs_rd32(e + 44);
 }
 
+/* The program's CRC was checked by the caller. */
 static int dec_rank(const uint8_t *blob, const dirent_t *d, uint32_t rank, rs_rank_prog *g, char *err, size_t errlen)
 {
     char where[64];
     snprintf(where, sizeof where, "program of rank %u", rank);
-    if (rs_crc32c(0, blob, (size_t)d->len) != d->crc)
-        return fail(err, errlen, "bad checksum in the program of rank %u", rank);
     /* Smallest encodings: binding 3 bytes, descriptor 4, step 3, op 3, wait 1. */
     uint64_t need = 3ull * d->nbindings + 4ull * d->ndescs + 3ull * d->nsteps + 3ull * d->nops + d->nwaits;
     if (need > d->len) return fail(err, errlen, "bad plan (%s: counts larger than its bytes)", where);
@@ -392,15 +391,11 @@ int rs_plan_decode(const uint8_t *img, size_t len, int rank, rs_plan *out, char 
      * single-rank load checks its own program's CRC from the directory). */
     if (check_crc(img, ss, err, errlen) || check_crc(img, sl, err, errlen) || check_crc(img, sr, err, errlen))
         return -1;
-    if (rank < 0) {
+    if (rank < 0) { /* the programs section's CRC is checked with the directory, below */
         for (uint32_t i = 0; i < H.nsec; i++)
             if (H.sec[i].id != RS_SEC_STRINGS && H.sec[i].id != RS_SEC_LAYOUT && H.sec[i].id != RS_SEC_RANKS &&
-                check_crc(img, &H.sec[i], err, errlen))
+                H.sec[i].id != RS_SEC_PROGRAMS && check_crc(img, &H.sec[i], err, errlen))
                 return -1;
-        const uint8_t *secs[RS_SEC_MAX];
-        for (uint32_t i = 0; i < H.nsec; i++) secs[i] = img + H.sec[i].off;
-        if (rs_plan_content_fp(img, secs) != H.plan_fp)
-            return fail(err, errlen, "bad plan (fingerprint does not match the content)");
     }
 
     rs_plan *P = out;
@@ -438,12 +433,50 @@ int rs_plan_decode(const uint8_t *img, size_t len, int rank, rs_plan *out, char 
         fail(err, errlen, "bad plan (section 'programs' has bytes outside every program)");
         goto bad;
     }
+    /* Checksums: a full load computes every program's CRC once and combines them into the section's;
+     * a single-rank load checks its own program only. */
+    uint32_t *crc = rs_xcalloc(H.world, sizeof *crc);
+    if (rank < 0) {
+        rs_crc_ops *ops = rs_xmalloc(sizeof *ops);
+        rs_crc_ops_init(ops);
+        uint32_t all = 0;
+        for (uint32_t r = 0; r < H.world; r++) {
+            dirent_t d;
+            read_dirent(img + sr->off + (size_t)r * RS_DIR_ENTRY_SIZE, &d);
+            crc[r] = rs_crc32c(0, img + sp->off + d.off, (size_t)d.len);
+            all = rs_crc32c_combine(ops, all, crc[r], d.len);
+        }
+        free(ops);
+        if (all != sp->crc) {
+            free(crc);
+            fail(err, errlen, "bad checksum in section '%s'", rs_plan_section_name(RS_SEC_PROGRAMS));
+            goto bad;
+        }
+    }
     for (uint32_t r = 0; r < H.world; r++) {
         if (rank >= 0 && r != (uint32_t)rank) continue;
         dirent_t d;
         read_dirent(img + sr->off + (size_t)r * RS_DIR_ENTRY_SIZE, &d);
-        if (dec_rank(img + sp->off + d.off, &d, r, &P->ranks[r], err, errlen)) goto bad;
-        if (rs_plan_verify_rank(P, r, err, errlen)) goto bad;
+        if (rank >= 0) crc[r] = rs_crc32c(0, img + sp->off + d.off, (size_t)d.len);
+        if (crc[r] != d.crc) {
+            free(crc);
+            fail(err, errlen, "bad checksum in the program of rank %u", r);
+            goto bad;
+        }
+        if (dec_rank(img + sp->off + d.off, &d, r, &P->ranks[r], err, errlen) ||
+            rs_plan_verify_rank(P, r, err, errlen)) {
+            free(crc);
+            goto bad;
+        }
+    }
+    free(crc);
+    if (rank < 0) { /* every byte is checked by now; the fingerprint must be the content's */
+        const uint8_t *secs[RS_SEC_MAX];
+        for (uint32_t i = 0; i < H.nsec; i++) secs[i] = img + H.sec[i].off;
+        if (rs_plan_content_fp(img, secs) != H.plan_fp) {
+            fail(err, errlen, "bad plan (fingerprint does not match the content)");
+            goto bad;
+        }
     }
     return 0;
 bad:

@@ -240,6 +240,15 @@ static int encode(rs_plan *P, encoded *E, char *err, size_t errlen)
     free(st.slot);
 
     rs_vec_reserve(dir, (size_t)L->topo.world * RS_DIR_ENTRY_SIZE);
+    size_t guess = 0; /* a rough size of the programs saves most regrowth of the buffer */
+    for (uint32_t r = 0; r < L->topo.world; r++) {
+        const rs_rank_prog *g = &P->ranks[r];
+        guess += (size_t)g->nops * 8 + (size_t)g->ndescs * 10 + (size_t)g->nbindings * 12 + (size_t)g->nsteps * 4;
+    }
+    rs_vec_reserve(prog, guess);
+    rs_crc_ops *ops = rs_xmalloc(sizeof *ops);
+    rs_crc_ops_init(ops);
+    uint32_t prog_crc = 0;
     for (uint32_t r = 0; r < L->topo.world; r++) {
         const rs_rank_prog *g = &P->ranks[r];
         size_t begin = prog->n;
@@ -248,7 +257,9 @@ static int encode(rs_plan *P, encoded *E, char *err, size_t errlen)
         rs_le64(e + 0, begin);
         rs_le64(e + 8, prog->n - begin);
         rs_le64(e + 16, g->staging_bytes);
-        rs_le32(e + 24, rs_crc32c(0, prog->v + begin, prog->n - begin));
+        uint32_t crc = rs_crc32c(0, prog->v + begin, prog->n - begin);
+        prog_crc = rs_crc32c_combine(ops, prog_crc, crc, prog->n - begin);
+        rs_le32(e + 24, crc);
         rs_le32(e + 28, g->nbindings);
         rs_le32(e + 32, g->nsteps);
         rs_le32(e + 36, g->nops);
@@ -273,10 +284,11 @@ static int encode(rs_plan *P, encoded *E, char *err, size_t errlen)
         rs_le32(e + 0, (uint32_t)(i + 1));
         rs_le64(e + 8, off);
         rs_le64(e + 16, E->sec[i].n);
-        rs_le32(e + 24, rs_crc32c(0, E->sec[i].v, E->sec[i].n));
+        rs_le32(e + 24, i + 1 == RS_SEC_PROGRAMS ? prog_crc : rs_crc32c(0, E->sec[i].v, E->sec[i].n));
         off += E->sec[i].n;
     }
     E->total = off;
+    free(ops);
     rs_le64(h + RS_HDR_FILE_LEN, off);
     const uint8_t *secs[RS_SEC_COUNT_1_0];
     for (int i = 0; i < RS_SEC_COUNT_1_0; i++) secs[i] = E->sec[i].v;

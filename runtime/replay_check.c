@@ -249,7 +249,8 @@ static void *create_main(void *arg)
 static void set_error(rs_replay_result *res, rsResult_t r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void set_error(rs_replay_result *res, rsResult_t r, const char *fmt, ...)
 {
-    if (res->result != rsSuccess) return;
+    /* Keep the first error, unless it only reports another rank's failure and this one is the cause. */
+    if (res->result != rsSuccess && !(res->result == rsRemoteError && r != rsRemoteError)) return;
     res->result = r;
     va_list ap;
     va_start(ap, fmt);

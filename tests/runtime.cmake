@@ -3,13 +3,13 @@
 set(RS_RT_DIR ${CMAKE_CURRENT_SOURCE_DIR}/runtime)
 
 # Plans built in memory (layout from code + a naive planner), shared with the benchmarks.
-add_library(rs_rt_build STATIC ${RS_RT_DIR}/rt_build.c)
+add_library(rs_rt_build STATIC ${RS_RT_DIR}/rt_build.c ${RS_RT_DIR}/rt_samples.c)
 target_link_libraries(rs_rt_build PUBLIC rsplan)
 target_include_directories(rs_rt_build PUBLIC ${RS_RT_DIR})
 
 add_executable(test_runtime ${RS_RT_DIR}/test_runtime.c)
 target_link_libraries(test_runtime PRIVATE rs_rt_build rsreplay)
-foreach(t replay_row replay_transpose replay_mixed replay_forward checker_bites bind_errors fingerprint_mismatch
+foreach(t replay_row replay_transpose replay_mixed replay_forward replay_local checker_bites bind_errors fingerprint_mismatch
           world_mismatch per_rank_load never_arrives abort inject api)
   add_test(NAME runtime_${t} COMMAND test_runtime ${t})
   set_tests_properties(runtime_${t} PROPERTIES TIMEOUT 60 LABELS runtime)
@@ -25,7 +25,7 @@ target_link_libraries(rt_mkplans PRIVATE rs_rt_build)
 set(RS_RT_PLANS ${CMAKE_CURRENT_BINARY_DIR}/runtime_plans)
 add_test(NAME runtime_mkplans COMMAND rt_mkplans ${RS_RT_PLANS})
 set_tests_properties(runtime_mkplans PROPERTIES TIMEOUT 60 LABELS runtime FIXTURES_SETUP rt_plans)
-foreach(p row transpose mixed forward)
+foreach(p row transpose mixed forward local)
   add_test(NAME runtime_cli_replay_${p} COMMAND reshard-replay ${RS_RT_PLANS}/${p}.plan)
   set_tests_properties(runtime_cli_replay_${p} PROPERTIES TIMEOUT 120 LABELS runtime FIXTURES_REQUIRED rt_plans
                        PASS_REGULAR_EXPRESSION "0 wrong, 0 bytes outside pieces overwritten, 0 source bytes changed.*OK")

@@ -11,7 +11,7 @@
 #include "replay.h"
 #include "reshard.h"
 #include "rt.h"
-#include "rt_build.h"
+#include "rt_samples.h"
 
 #define EXPECT(call, want)                                                                               \
     do {                                                                                                 \
@@ -31,29 +31,23 @@
         }                                                                                                \
     } while (0)
 
-static const char *AX1[] = {"x"}, *AX2[] = {"a", "b"};
+static const char *AX1[] = {"x"};
 
-/* ---------------------------------------------------------------- plans */
+static rsPlan_t load(uint8_t *img, size_t len)
+{
+    rsPlan_t plan;
+    OK(rsPlanLoadMemory(img, len, RS_ALL_RANKS, &plan));
+    free(img);
+    return plan;
+}
 
-/* Tensor [R, C] fp32: source on ranks 0..ns sharded by rows, destination on ranks ns..ns+nd sharded by rows
- * (dst_dim 0: mostly zero-copy) or columns (dst_dim 1: every byte packed and unpacked). */
+/* ---------------------------------------------------------------- plans (tests/runtime/rt_samples.c) */
+
 static rsPlan_t plan_2d(uint32_t ns, uint32_t nd, int64_t R, int64_t C, int dst_dim, rtb_opts o, uint32_t dom,
                         uint8_t **img_out, size_t *len_out)
 {
-    rtb *b = rtb_new(ns + nd, dom);
-    int64_t s1[] = {ns}, s2[] = {nd}, shape[] = {R, C};
-    uint32_t ms = rtb_mesh(b, "train", 1, AX1, s1, 0), md = rtb_mesh(b, "infer", 1, AX1, s2, ns);
-    uint32_t t = rtb_tensor(b, "w", RS_DT_FP32, 2, shape);
-    rs_place ps = rtb_shard(0, 0), pd = rtb_shard(0, (uint32_t)dst_dim);
-    rtb_piece(b, RS_SRC, t, ms, 1, &ps, "w.src");
-    rtb_piece(b, RS_DST, t, md, 1, &pd, "w.dst");
-    rtb_layout_done(b);
-    rtb_autoplan(b, &o);
-    rs_plan P;
-    rtb_finish(b, &P);
     size_t len;
-    uint8_t *img = rtb_encode(&P, &len);
-    rs_plan_free(&P);
+    uint8_t *img = rts_2d(ns, nd, R, C, dst_dim, RS_DT_FP32, o, dom, &len);
     rsPlan_t plan;
     OK(rsPlanLoadMemory(img, len, RS_ALL_RANKS, &plan));
     if (img_out) *img_out = img, *len_out = len;
@@ -61,101 +55,18 @@ static rsPlan_t plan_2d(uint32_t ns, uint32_t nd, int64_t R, int64_t C, int dst_
     return plan;
 }
 
-/* Several tensors and dtypes, 3-D, ragged torch.chunk shards, nested shards, pins, replicated sources,
- * colocated source and destination ranks. world 8, domains of 4. */
 static rsPlan_t plan_mixed(rtb_opts o)
 {
-    rtb *b = rtb_new(8, 4);
-    int64_t a24[] = {2, 4}, a8[] = {8}, a3[] = {3};
-    uint32_t train = rtb_mesh(b, "train", 2, AX2, a24, 0); /* a = pp-like, b = tp-like */
-    uint32_t all = rtb_mesh(b, "all", 1, AX1, a8, 0);
-    uint32_t inf = rtb_mesh(b, "infer", 1, AX1, a3, 5);
-    int64_t s1[] = {7, 10, 6}, s2[] = {13, 5}, s3[] = {11}, s4[] = {4, 9, 2};
-    uint32_t t1 = rtb_tensor(b, "qkv", RS_DT_BF16, 3, s1);
-    uint32_t t2 = rtb_tensor(b, "norm", RS_DT_FP64, 2, s2);
-    uint32_t t3 = rtb_tensor(b, "bias", RS_DT_INT8, 1, s3);
-    uint32_t t4 = rtb_tensor(b, "exp", RS_DT_INT32, 3, s4);
-    rs_place p[3];
-    p[0] = rtb_pin(0, 1), p[1] = rtb_shard(1, 1);          /* stage 1, tp shards dim 1 (ragged: 10 / 4) */
-    rtb_piece(b, RS_SRC, t1, train, 2, p, "qkv.src");
-    p[0] = rtb_shard(0, 2);                                  /* infer shards dim 2 (6 / 3) */
-    rtb_piece(b, RS_DST, t1, inf, 1, p, "qkv.dst");
-    p[0] = rtb_pin(0, 0);                                    /* replicated over tp on stage 0 */
-    rtb_piece(b, RS_SRC, t2, train, 1, p, "norm.src");
-    rtb_piece(b, RS_DST, t2, all, 0, p, "norm.dst");         /* replicated everywhere (colocated) */
-    p[0] = rtb_shard(0, 0), p[1] = rtb_shard(1, 0);          /* nested: a outer, b inner (ragged 11 / 8) */
-    rtb_piece(b, RS_SRC, t3, train, 2, p, "bias.src");
-    p[0] = rtb_shard(0, 0);
-    rtb_piece(b, RS_DST, t3, inf, 1, p, "bias.dst");
-    p[0] = rtb_shard(0, 1);                                  /* 9 / 8 ragged: trailing empty blocks */
-    rtb_piece(b, RS_SRC, t4, all, 1, p, "exp.src");
-    p[0] = rtb_shard(0, 0), p[1] = rtb_shard(0, 2);          /* 4 / 3 and 2 / 3 */
-    rtb_piece(b, RS_DST, t4, inf, 1, p, "exp.dst");
-    rtb_layout_done(b);
-    rtb_autoplan(b, &o);
-    rs_plan P;
-    rtb_finish(b, &P);
     size_t len;
-    uint8_t *img = rtb_encode(&P, &len);
-    rs_plan_free(&P);
-    rsPlan_t plan;
-    OK(rsPlanLoadMemory(img, len, RS_ALL_RANKS, &plan));
-    free(img);
-    return plan;
+    uint8_t *img = rts_mixed(o, &len);
+    return load(img, len);
 }
 
-/* Forwarding over NVLink: rank 0 (domain 0) sends a tensor over the network to rank 2 (domain 1) into
- * staging; rank 2's NVL step waits for that NET step and forwards the same staging bytes to rank 3; ranks
- * 2 and 3 unpack their copies. Rank 1 sends its half zero-copy straight to rank 3 over the network. */
-static rsPlan_t plan_forward(int fill_rank)
+static rsPlan_t plan_forward(void)
 {
-    rtb *b = rtb_new(4, 2);
-    int64_t a2[] = {2}, shape[] = {8, 16};
-    uint32_t ms = rtb_mesh(b, "src", 1, AX1, a2, 0), md = rtb_mesh(b, "dst", 1, AX1, a2, 2);
-    uint32_t t = rtb_tensor(b, "t", RS_DT_FP32, 2, shape);
-    rs_place p = rtb_shard(0, 0);
-    rtb_piece(b, RS_SRC, t, ms, 1, &p, "t");
-    rtb_piece(b, RS_DST, t, md, 0, &p, "t"); /* replicated on ranks 2 and 3 */
-    rtb_layout_done(b);
-    const uint64_t half = 4 * 16 * 4;
-    uint32_t s0 = rtb_binding(b, 0, "t", RS_SRC), s1 = rtb_binding(b, 1, "t", RS_SRC);
-    uint32_t d2 = rtb_binding(b, 2, "t", RS_DST), d3 = rtb_binding(b, 3, "t", RS_DST);
-    /* rank 0: pack its half (rows 0..4) to staging, send to rank 2 */
-    rtb_staging(b, 0, half);
-    rtb_step(b, 0, RS_LANE_NET, 0, NULL);
-    rtb_copy(b, 0, RS_OP_PACK, rtb_range(s0, 0, half), rtb_range(RS_LOC_STAGING, 0, half));
-    rtb_p2p(b, 0, 1, 2, RS_LOC_STAGING, 0, half);
-    /* rank 1: its half (rows 4..8) zero-copy to rank 3 and to rank 2 */
-    rtb_step(b, 1, RS_LANE_NET, 0, NULL);
-    rtb_p2p(b, 1, 1, 3, s1, 0, half);
-    rtb_p2p(b, 1, 1, 2, s1, 0, half);
-    /* rank 2: NET step 0 receives rows 0..4 into staging and rows 4..8 into its buffer; NVL step 1 waits for
-     * step 0, forwards the staging bytes to rank 3 and unpacks its own copy */
-    rtb_staging(b, 2, half);
-    rtb_step(b, 2, RS_LANE_NET, 0, NULL);
-    rtb_p2p(b, 2, 0, 0, RS_LOC_STAGING, 0, half);
-    rtb_p2p(b, 2, 0, 1, d2, half, half);
-    uint32_t w0 = 0;
-    rtb_step(b, 2, RS_LANE_NVL, 1, &w0);
-    rtb_p2p(b, 2, 1, 3, RS_LOC_STAGING, 0, half);
-    rtb_copy(b, 2, RS_OP_UNPACK, rtb_range(RS_LOC_STAGING, 0, half), rtb_range(d2, 0, half));
-    /* rank 3: NET step receives rows 4..8 zero-copy; NVL step receives the forwarded rows 0..4 */
-    rtb_staging(b, 3, half);
-    rtb_step(b, 3, RS_LANE_NVL, 0, NULL);
-    rtb_p2p(b, 3, 0, 2, RS_LOC_STAGING, 0, half);
-    rtb_copy(b, 3, RS_OP_UNPACK, rtb_range(RS_LOC_STAGING, 0, half), rtb_range(d3, 0, half));
-    rtb_step(b, 3, RS_LANE_NET, 0, NULL);
-    rtb_p2p(b, 3, 0, 1, d3, half, half);
-    (void)fill_rank;
-    rs_plan P;
-    rtb_finish(b, &P);
     size_t len;
-    uint8_t *img = rtb_encode(&P, &len);
-    rs_plan_free(&P);
-    rsPlan_t plan;
-    OK(rsPlanLoadMemory(img, len, RS_ALL_RANKS, &plan));
-    free(img);
-    return plan;
+    uint8_t *img = rts_forward(&len);
+    return load(img, len);
 }
 
 static int replay(rsPlan_t plan, int inject_rank, uint32_t inject_step, rs_replay_result *res)
@@ -222,39 +133,33 @@ static int t_replay_mixed(void)
 
 static int t_replay_forward(void)
 {
-    rsPlan_t p = plan_forward(0);
+    rsPlan_t p = plan_forward();
     replay_ok(p, 2 * 8 * 16);
     rsPlanDestroy(p);
     return 0;
 }
 
-/* A broken plan must be caught by the checker: drop one UNPACK's bytes by pointing it elsewhere. */
+/* A broken plan must be caught by the checker. */
 static int t_checker_bites(void)
 {
-    rtb *b = rtb_new(2, 2);
-    int64_t a1[] = {1}, shape[] = {4, 4};
-    uint32_t ms = rtb_mesh(b, "s", 1, AX1, a1, 0), md = rtb_mesh(b, "d", 1, AX1, a1, 1);
-    uint32_t t = rtb_tensor(b, "t", RS_DT_INT16, 2, shape);
-    rtb_piece(b, RS_SRC, t, ms, 0, NULL, "t");
-    rtb_piece(b, RS_DST, t, md, 0, NULL, "t");
-    rtb_layout_done(b);
-    uint32_t s = rtb_binding(b, 0, "t", RS_SRC), d = rtb_binding(b, 1, "t", RS_DST);
-    rtb_step(b, 0, RS_LANE_NET, 0, NULL);
-    rtb_p2p(b, 0, 1, 1, s, 0, 16); /* only half of the 32 bytes, landing in the wrong half */
-    rtb_step(b, 1, RS_LANE_NET, 0, NULL);
-    rtb_p2p(b, 1, 0, 0, d, 16, 16);
-    rs_plan P;
-    rtb_finish(b, &P);
     size_t len;
-    uint8_t *img = rtb_encode(&P, &len);
-    rs_plan_free(&P);
-    rsPlan_t plan;
-    OK(rsPlanLoadMemory(img, len, RS_ALL_RANKS, &plan));
-    free(img);
+    uint8_t *img = rts_wrong(&len);
+    rsPlan_t plan = load(img, len);
     rs_replay_result res;
     RT_CHECK(replay(plan, -1, 0, &res) == 1);
     RT_CHECK(res.result == rsSuccess && res.rep.wrong == 16);
     rsPlanDestroy(plan);
+    return 0;
+}
+
+/* One rank, both sides: local copies only. */
+static int t_replay_local(void)
+{
+    size_t len;
+    uint8_t *img = rts_local(33, 20, &len);
+    rsPlan_t p = load(img, len);
+    replay_ok(p, 33 * 20);
+    rsPlanDestroy(p);
     return 0;
 }
 
@@ -767,6 +672,7 @@ static const struct {
     {"replay_mixed", t_replay_mixed},
     {"replay_forward", t_replay_forward},
     {"checker_bites", t_checker_bites},
+    {"replay_local", t_replay_local},
     {"bind_errors", t_bind_errors},
     {"fingerprint_mismatch", t_fingerprint_mismatch},
     {"world_mismatch", t_world_mismatch},

@@ -176,7 +176,7 @@ static void open_error(rs_front *F, const rs_diag_loc *at, const char *path, con
 
 int rs_front_open(rs_front *F, const char *given, const rs_diag_loc *at, ast_stmt **root, uint32_t *file)
 {
-    if (at && F->depth >= F->opts->max_include_depth) {
+    if (at && F->depth > F->opts->max_include_depth) {
         rs_diag_error(&F->dg, *at, "includes nested too deeply (more than %u levels)", F->opts->max_include_depth);
         return -1;
     }
@@ -248,7 +248,10 @@ int rs_front_open(rs_front *F, const char *given, const rs_diag_loc *at, ast_stm
 
     rs_parse_ctx P = {.dg = &F->dg, .arena = &F->arena, .syms = &F->syms, .file = fi,
                       .max_expr_depth = F->opts->max_expr_depth};
-    if (rs_ast_parse(&P, text, len)) return -1;
+    if (rs_ast_parse(&P, text, len)) {
+        if (at) rs_diag_note(&F->dg, *at, "included from here");
+        return -1;
+    }
 
     if (F->depth == F->cap_stack) {
         F->cap_stack = F->cap_stack ? F->cap_stack * 2 : 8;

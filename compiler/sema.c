@@ -1430,6 +1430,7 @@ static void check_coverage(sema *S)
         const rs_tensor *t = &L->tensors[ti];
         const tensor_info *inf = &S->tinfo.v[ti];
         if (inf->poisoned || inf->bad_piece) continue;
+        if (!t->ndst && S->dg->nerrors) continue; /* likely a cascade: stay quiet */
         if (!t->nsrc && !t->ndst) {
             rs_diag_warning(S->dg, inf->loc, "tensor '%s' has no pieces", t->name);
             continue;
@@ -1516,7 +1517,7 @@ static void report_overlap(sema *S, uint32_t a, uint32_t b, int32_t rank, const 
 
 /* Within one group of pieces (same buffer; same box for explicit buffers), is any rank held by two?
  * Implicit buffers count only ranks with a non-empty block. */
-static int group_ranks_clash(sema *S, stamps *st, const uint32_t *g, size_t n, int implicit_)
+static int group_ranks_clash(sema *S, stamps *st, const uint32_t *g, size_t n, int implicit_, const char *how)
 {
     const rs_layout *L = S->L;
     next_gen(st, L->topo.world);
@@ -1532,8 +1533,7 @@ static int group_ranks_clash(sema *S, stamps *st, const uint32_t *g, size_t n, i
             if (r < 0) break;
             if (implicit_ && !block_nonempty(L, p, coord)) continue;
             if (st->stamp[r] == st->gen) {
-                report_overlap(S, st->owner[r], g[i], r,
-                               implicit_ ? " (a buffer without a shape holds one piece per rank)" : "");
+                report_overlap(S, st->owner[r], g[i], r, how);
                 return 1;
             }
             st->stamp[r] = st->gen;
@@ -1639,7 +1639,12 @@ static void check_buffer_explicit(sema *S, stamps *st, const uint32_t *g, size_t
                !memcmp(bx[i].hi, bx[j].hi, nd * sizeof(int64_t)))
             j++;
         rs_vec_push(&runs, ((run_t){(uint32_t)i, (uint32_t)(j - i), 0}));
-        if (j - i > 1 && group_ranks_clash(S, st, &ids[i], j - i, 0)) done = 1;
+        if (j - i > 1) {
+            char bt[300], how[340];
+            fmt_box(bt, sizeof bt, bx[i].lo, bx[i].hi, nd);
+            snprintf(how, sizeof how, " (both fill box %s)", bt);
+            if (group_ranks_clash(S, st, &ids[i], j - i, 0, how)) done = 1;
+        }
         i = j;
     }
     if (!done && runs.n > 1) {
@@ -1714,7 +1719,8 @@ static void check_overlaps(sema *S, const uint32_t *inv)
             if (!S->minfo.v[L->pieces[g[i]].mesh].poisoned) g[k++] = g[i];
         n = k;
         if (n < 2) continue;
-        if (L->buffers[b].ndim == 0) group_ranks_clash(S, &st, g, n, 1);
+        if (L->buffers[b].ndim == 0)
+            group_ranks_clash(S, &st, g, n, 1, " (a buffer without a shape holds one piece per rank)");
         else check_buffer_explicit(S, &st, g, n);
     }
     free(st.stamp);

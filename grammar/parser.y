@@ -225,7 +225,7 @@ static ast_def *def(rs_parse_ctx *P, ast_sym *sym, const ast_yyloc *l, ast_expr 
 %precedence UNARY
 
 %type <list> stmts block mesh_axes rank_items topo_items dom_items const_defs exprs exprs_opt strparts
-%type <list> items places places_opt pargs
+%type <list> items places places_opt placement pargs
 %type <stmt> stmt if_stmt
 %type <expr> expr
 %type <str> str name
@@ -247,7 +247,7 @@ stmts: %empty               { $$ = (ast_list){0}; }
      ;
 
 block: '{' stmts '}'        { $$ = $2; }
-     | '{' stmts error '}'  { $$ = $2; }
+     | '{' stmts error '}'  { $$ = $2; yyerrok; }
      ;
 
 stmt: INCLUDE str ';'
@@ -288,46 +288,43 @@ stmt: INCLUDE str ';'
             ast_yyloc dl = @5; dl.last_line = @7.last_line; dl.last_column = @7.last_column;
             $$->tensor.dimsloc = L(&dl);
         }
-    | side name slice_opt ON IDENT '{' places_opt '}' AS str ';'
+    | side name slice_opt ON IDENT placement AS str ';'
         {
             $$ = st(P, ST_PIECE, &@1);
             ast_piece *p = $$->piece = NEW(ast_piece);
             p->side = (uint8_t)$1; p->tensor = $2; p->slice = $3;
             p->mesh = $5; p->meshloc = L(&@5);
-            p->places = $7.head; p->nplaces = $7.n;
-            ast_yyloc pl = @6; pl.last_line = @8.last_line; pl.last_column = @8.last_column;
-            p->placesloc = L(&pl);
-            p->buffer = $10;
+            p->places = $6.head; p->nplaces = $6.n;
+            p->placesloc = L(&@6);
+            p->buffer = $8;
         }
-    | side name slice_opt ON IDENT '{' places_opt '}' AS str ':' '[' exprs ']' ';'
+    | side name slice_opt ON IDENT placement AS str ':' '[' exprs ']' ';'
         {
             $$ = st(P, ST_PIECE, &@1);
             ast_piece *p = $$->piece = NEW(ast_piece);
             p->side = (uint8_t)$1; p->tensor = $2; p->slice = $3;
             p->mesh = $5; p->meshloc = L(&@5);
-            p->places = $7.head; p->nplaces = $7.n;
-            ast_yyloc pl = @6; pl.last_line = @8.last_line; pl.last_column = @8.last_column;
-            p->placesloc = L(&pl);
-            p->buffer = $10;
-            p->shape = $13.head; p->nshape = $13.n;
-            ast_yyloc sl = @12; sl.last_line = @14.last_line; sl.last_column = @14.last_column;
+            p->places = $6.head; p->nplaces = $6.n;
+            p->placesloc = L(&@6);
+            p->buffer = $8;
+            p->shape = $11.head; p->nshape = $11.n;
+            ast_yyloc sl = @10; sl.last_line = @12.last_line; sl.last_column = @12.last_column;
             p->shapeloc = L(&sl);
         }
-    | side name slice_opt ON IDENT '{' places_opt '}' AS str ':' '[' exprs ']' '[' items ']' ';'
+    | side name slice_opt ON IDENT placement AS str ':' '[' exprs ']' '[' items ']' ';'
         {
             $$ = st(P, ST_PIECE, &@1);
             ast_piece *p = $$->piece = NEW(ast_piece);
             p->side = (uint8_t)$1; p->tensor = $2; p->slice = $3;
             p->mesh = $5; p->meshloc = L(&@5);
-            p->places = $7.head; p->nplaces = $7.n;
-            ast_yyloc pl = @6; pl.last_line = @8.last_line; pl.last_column = @8.last_column;
-            p->placesloc = L(&pl);
-            p->buffer = $10;
-            p->shape = $13.head; p->nshape = $13.n;
-            ast_yyloc sl = @12; sl.last_line = @14.last_line; sl.last_column = @14.last_column;
+            p->places = $6.head; p->nplaces = $6.n;
+            p->placesloc = L(&@6);
+            p->buffer = $8;
+            p->shape = $11.head; p->nshape = $11.n;
+            ast_yyloc sl = @10; sl.last_line = @12.last_line; sl.last_column = @12.last_column;
             p->shapeloc = L(&sl);
-            ast_yyloc bl = @15; bl.last_line = @17.last_line; bl.last_column = @17.last_column;
-            p->box = items(P, &bl, $16);
+            ast_yyloc bl = @13; bl.last_line = @15.last_line; bl.last_column = @15.last_column;
+            p->box = items(P, &bl, $14);
         }
     | FOR IDENT IN expr DOTDOT expr block
         {
@@ -338,7 +335,7 @@ stmt: INCLUDE str ';'
         }
     | if_stmt               { $$ = $1; }
     | ';'                   { $$ = NULL; }
-    | error ';'             { $$ = NULL; }
+    | error ';'             { $$ = NULL; yyerrok; }
     ;
 
 if_stmt: IF expr block
@@ -417,6 +414,10 @@ item: expr                          { $$ = item(P, &@$, 1, $1, NULL); }
     | expr ':'                      { $$ = item(P, &@$, 0, $1, NULL); }
     | ':' expr                      { $$ = item(P, &@$, 0, NULL, $2); }
     | expr ':' expr                 { $$ = item(P, &@$, 0, $1, $3); }
+    ;
+
+placement: %empty                   { $$ = (ast_list){0}; }
+    | '{' places_opt '}'            { $$ = $2; }
     ;
 
 places_opt: %empty                  { $$ = (ast_list){0}; }

@@ -461,31 +461,33 @@ def shard_interval(plo, phi, n, b, j):
     return plo + lo, plo + hi
 
 
-def rowmajor(lo, hi):
-    """all index tuples of box [lo, hi) in row-major order"""
-    idx = [[]]
-    for a, b in zip(lo, hi):
-        idx = [p + [i] for p in idx for i in range(a, b)]
-    return idx
-
-
-def flat(idx, shape):
-    f = 0
-    for i, n in zip(idx, shape):
-        f = f * n + i
-    return f
+def box_offsets(lo, hi, shape):
+    """flat row-major offsets (in an array of `shape`) of the box [lo, hi), in row-major order of the box"""
+    offs = [0]
+    for d, n in enumerate(shape):
+        a, b = lo[d], hi[d]
+        if d == len(shape) - 1:
+            out = []
+            for o in offs:
+                base = o * n
+                out.extend(range(base + a, base + b))
+            return out
+        offs = [o * n + i for o in offs for i in range(a, b)]
+    return offs
 
 
 def layout_buffers(lay, side):
-    """{(rank, buffer): (size, {position: tensor element id})} for one side."""
+    """{(rank, buffer): list over buffer positions of tensor element ids (None: not filled)} for one side."""
     tid = {n: i for i, n in enumerate(lay.tensor_order)}
     out = {}
     for p in lay.pieces:
+        memo = {}   # replicas of a block share one list
         if p["side"] != side:
             continue
         axes, ranks = lay.meshes[p["mesh"]]
         sizes = [s for _, s in axes]
         dt, tshape = lay.tensors[p["tensor"]]
+        base = tid[p["tensor"]] << 40
         for lin, rank in enumerate(ranks):
             coord, x = [], lin
             for s in reversed(sizes):
@@ -505,21 +507,30 @@ def layout_buffers(lay, side):
                 if n == 0:
                     continue
                 bsize = n
-                positions = range(n)
+                positions = None
             else:
                 bsize = 1
                 for s in p["bshape"]:
                     bsize *= s
                 blo, bhi = p["box"]
-                positions = [flat(i, p["bshape"]) for i in rowmajor(blo, bhi)]
+                positions = box_offsets(blo, bhi, p["bshape"])
                 assert len(positions) == n, f"box of {p['buf']} has {len(positions)} elements, block {n}"
             key = (rank, p["buf"])
-            size, fill = out.setdefault(key, (bsize, {}))
-            assert size == bsize, f"{key}: buffer size {size} vs {bsize}"
-            base = tid[p["tensor"]] << 40
-            for pos, idx in zip(positions, rowmajor(lo, hi)):
-                assert pos not in fill, f"{key}: position {pos} filled twice"
-                fill[pos] = base | flat(idx, tshape)
+            mk = (tuple(lo), tuple(hi))
+            elems = memo.get(mk)
+            if elems is None:
+                elems = memo[mk] = [base | o for o in box_offsets(lo, hi, tshape)]
+            if positions is None:
+                assert key not in out, f"{key}: implicit buffer filled twice"
+                out[key] = elems
+                continue
+            fill = out.get(key)
+            if fill is None:
+                fill = out[key] = [None] * bsize
+            assert len(fill) == bsize, f"{key}: buffer size {len(fill)} vs {bsize}"
+            for pos, e in zip(positions, elems):
+                assert fill[pos] is None, f"{key}: position {pos} filled twice"
+                fill[pos] = e
     return out
 
 # ---------------------------------------------------------------------------------------------------------
@@ -719,8 +730,7 @@ def reference(C):
     NI, TPI = C["NI"], C["TPI"]
     DPI = NI // TPI
     vl = {}
-    for i in range(NI):
-        tp, dp = i % TPI, i // TPI
+    def vllm_rank(tp, dp):
         b = {}
         vp = -(-V // 64) * 64
         b["model.embed_tokens.weight"] = chunk_rows(pad_rows(w["model.embed_tokens.weight"], vp), TPI, tp)
@@ -781,7 +791,16 @@ def reference(C):
                 b[p + "mlp.gate_up_proj.weight"] = cat(chunk_rows(w[p + "mlp.gate_proj.weight"], TPI, tp),
                                                        chunk_rows(w[p + "mlp.up_proj.weight"], TPI, tp))
                 b[p + "mlp.down_proj.weight"] = chunk_cols(w[p + "mlp.down_proj.weight"], TPI, tp)
-        for n, x in b.items():
+        return b
+
+    per_dp = any(moe_layer(l) for l in range(L)) and C.get("EXPERTS", 0) != 0
+    cache = {}
+    for i in range(NI):
+        tp, dp = i % TPI, i // TPI
+        k = (tp, dp if per_dp else 0)
+        if k not in cache:
+            cache[k] = vllm_rank(tp, dp)
+        for n, x in cache[k].items():
             vl[(NT + i, n)] = x[1]
     return meg, vl, ck
 
@@ -824,62 +843,53 @@ def main(argv):
     # 1. source side: the layout's buffers are Megatron's, and name one consistent map tensor elem -> ckpt elem
     fwd, back = {}, {}
     for key in sorted(meg):
-        ids = meg[key]
-        if all(x is None for x in ids):
-            continue
-        if key not in src:
+        if key not in src and any(x is not None for x in meg[key]):
             if not err(f"src: layout has no buffer {key[1]} on rank {key[0]} (Megatron has it)"):
                 break
     for key in sorted(src):
-        size, fill = src[key]
+        fill = src[key]
         if key not in meg:
             if not err(f"src: layout's buffer {key[1]} on rank {key[0]} does not exist in Megatron"):
                 break
             continue
         ref = meg[key]
-        if size != len(ref):
-            if not err(f"src: {key[1]} on rank {key[0]}: layout size {size}, Megatron {len(ref)}"):
+        if len(fill) != len(ref):
+            if not err(f"src: {key[1]} on rank {key[0]}: layout size {len(fill)}, Megatron {len(ref)}"):
                 break
             continue
-        for pos in range(size):
-            t, h = fill.get(pos), ref[pos]
-            if t is None:
-                if h is not None and not err(f"src: {key[1]} on rank {key[0]}: element {pos} not described"):
+        for pos, (t, h) in enumerate(zip(fill, ref)):
+            if t is None or h is None:
+                if t is not h:
+                    err(f"src: {key[1]} on rank {key[0]}: element {pos} is "
+                        + ("not described" if t is None else "padding but in a piece"))
                     break
-                continue
-            if h is None:
-                if not err(f"src: {key[1]} on rank {key[0]}: element {pos} is padding but in a piece"):
-                    break
-                continue
-            if fwd.setdefault(t, h) != h or back.setdefault(h, t) != t:
-                if not err(f"src: {key[1]} on rank {key[0]} element {pos}: inconsistent with another replica"):
-                    break
+            elif fwd.setdefault(t, h) != h or back.setdefault(h, t) != t:
+                err(f"src: {key[1]} on rank {key[0]} element {pos}: inconsistent with another replica")
+                break
         if len(errors) >= 20:
             break
     # 2. destination side: every real element of every vLLM buffer, exactly
-    covered = set()
+    covered, seen = set(), {}
     for key in sorted(vl):
         ref = vl[key]
         if key not in dst:
             if any(x is not None for x in ref) and not err(f"dst: layout has no buffer {key[1]} on rank {key[0]}"):
                 break
             continue
-        size, fill = dst[key]
-        if size != len(ref):
-            if not err(f"dst: {key[1]} on rank {key[0]}: layout size {size}, vLLM {len(ref)}"):
+        fill = dst[key]
+        if len(fill) != len(ref):
+            if not err(f"dst: {key[1]} on rank {key[0]}: layout size {len(fill)}, vLLM {len(ref)}"):
                 break
             continue
-        bad = 0
-        for pos in range(size):
-            t, h = fill.get(pos), ref[pos]
-            if h is None:
-                bad += t is not None
-            elif t is None or fwd.get(t) != h:
-                bad += 1
-            else:
-                covered.add(h)
-        if bad and not err(f"dst: {key[1]} on rank {key[0]}: {bad} of {size} elements wrong or missing"):
-            break
+        mapped = seen.get(id(fill))
+        if mapped is None:
+            mapped = seen[id(fill)] = [None if t is None else fwd.get(t, -1) for t in fill]
+            covered.update(ref)
+        if mapped != ref:
+            bad = sum(1 for m, h in zip(mapped, ref) if m != h)
+            if not err(f"dst: {key[1]} on rank {key[0]}: {bad} of {len(ref)} elements wrong or missing"):
+                break
+    covered.discard(None)
     for key in sorted(dst):
         if key not in vl and not err(f"dst: layout's buffer {key[1]} on rank {key[0]} does not exist in vLLM"):
             break

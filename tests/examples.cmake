@@ -1,0 +1,104 @@
+# Example layouts (examples/*.layout, issue 5): real models, Megatron-Core -> vLLM. For every example:
+#   examples.<name>.check      reshardc check at full size, no diagnostics at all
+#   examples.<name>.bytes      full-size bytes: the tensors, and the distinct bytes each side covers, all equal
+#                              the model's parameter count x dtype size (a forgotten or doubled weight fails)
+#   examples.<name>.verify     compile at full size, reshardc verify the plan
+#   examples.<name>.replay     compile with the file's `# replay-args:` line, replay on the CPU transport with
+#                              every destination element checked (reshard-replay)
+#   examples.<name>.reference  tests/examples/layout_ref.py: the layout, evaluated independently, against an
+#                              emulation of Megatron-Core's and vLLM's own sharding, element by element
+# plus variants (-D) of some examples. Driver: tests/examples/run.sh; see examples/README.md.
+
+add_executable(rs-example-coverage ${CMAKE_CURRENT_SOURCE_DIR}/examples/coverage.c)
+target_link_libraries(rs-example-coverage PRIVATE rscompiler)
+
+find_package(Python3 COMPONENTS Interpreter QUIET)
+
+set(RS_EX_DIR ${PROJECT_SOURCE_DIR}/examples)
+set(RS_EX_ENV "RESHARDC=$<TARGET_FILE:reshardc>" "RS_COVERAGE=$<TARGET_FILE:rs-example-coverage>"
+    "WORK=${CMAKE_CURRENT_BINARY_DIR}/examples")
+if(TARGET reshard-replay)
+  list(APPEND RS_EX_ENV "RESHARD_REPLAY=$<TARGET_FILE:reshard-replay>")
+endif()
+if(Python3_Interpreter_FOUND)
+  list(APPEND RS_EX_ENV "PYTHON=${Python3_EXECUTABLE}")
+endif()
+
+# rs_example_test(<test name> <mode> <example> [args...])
+function(rs_example_test test mode example)
+  add_test(NAME ${test}
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/examples/run.sh ${mode} ${RS_EX_DIR}/${example}.layout ${ARGN})
+  set_tests_properties(${test} PROPERTIES ENVIRONMENT "${RS_EX_ENV}" LABELS examples TIMEOUT 900)
+endfunction()
+
+# rs_example(<example> <bytes>): the five tests of one example.
+function(rs_example example bytes)
+  rs_example_test(examples.${example}.check check ${example})
+  rs_example_test(examples.${example}.bytes bytes ${example} ${bytes})
+  rs_example_test(examples.${example}.verify verify ${example})
+  if(TARGET reshard-replay)
+    rs_example_test(examples.${example}.replay replay ${example})
+  endif()
+  if(Python3_Interpreter_FOUND)
+    rs_example_test(examples.${example}.reference ref ${example})
+  endif()
+endfunction()
+
+# Expected bytes per side = parameters x 2 (bf16) + 2 more bytes per fp32 router-bias element. No padding term:
+# vocabulary padding rows are in no piece on either side. Per-layer terms: norms, attention, MLP or MoE.
+#
+# A Qwen3-235B-A22B: 94 x (2*4096 + 2*128 + 64*128*4096 + 2*4*128*4096 + 4096*64*128 + 128*4096
+#   + 128*3*1536*4096) + 2*151936*4096 + 4096 = 235,093,634,560 parameters -> x 2
+rs_example(qwen3-235b-h100 470187269120)
+# B, C DeepSeek-V3: attention a = 7168 + 1536*7168 + 1536 + 128*192*1536 + 576*7168 + 512 + 128*256*512
+#   + 7168*128*128; 61*a + 3 x (7168 + 3*18432*7168) + 58 x (7168 + 256*7168 + 256 + 257*3*2048*7168)
+#   + 2*129280*7168 + 7168 = 671,026,419,200 parameters -> x 2, + 58*256 fp32 biases x 2 more bytes
+rs_example(deepseek-v3-h100 1342052868096)
+rs_example(deepseek-v3-gb200 1342052868096)
+# D Kimi K2: a = 7168 + 1536*7168 + 1536 + 64*192*1536 + 576*7168 + 512 + 64*256*512 + 7168*64*128;
+#   61*a + 1 x (7168 + 3*18432*7168) + 60 x (7168 + 384*7168 + 384 + 385*3*2048*7168) + 2*163840*7168 + 7168
+#   = 1,026,408,232,448 parameters -> x 2, + 60*384 fp32 biases x 2 more bytes
+rs_example(kimi-k2-h100 2052816510976)
+# E Llama-3.1-70B: 80 x (2*8192 + 64*128*8192 + 2*8*128*8192 + 8192*64*128 + 3*28672*8192) + 2*128256*8192
+#   + 8192 = 70,553,706,496 parameters -> x 2
+rs_example(llama3-70b-h100 141107412992)
+# F, H Qwen3-32B: 64 x (2*5120 + 2*128 + 64*128*5120 + 2*8*128*5120 + 5120*64*128 + 3*25600*5120)
+#   + 2*151936*5120 + 5120 = 32,762,123,264 parameters -> x 2
+rs_example(qwen3-32b-h100 65524246528)
+rs_example(qwen3-32b-asym-h100 65524246528)
+# G synthetic 2.5 T MoE: 96 x (2*8192 + 2*128 + 64*128*8192 + 2*8*128*8192 + 8192*64*128 + 512*8192
+#   + 512*3*2048*8192) + 2*163840*8192 + 8192 = 2,491,485,290,496 parameters -> x 2
+rs_example(moe-2.5t-gb200 4982970580992)
+
+# ---- variants ----
+# NeMo RL's DeepSeek-V3 recipe: PP8 with 7/8/8/8/8/8/8/6 layers (dense DP32, EDP2); scaled (L=17): 4/2 x 6/1.
+set(RS_PP8 -D PP=8 -D FIRST=7 -D LAST=6)
+rs_example_test(examples.deepseek-v3-h100.pp8.check check deepseek-v3-h100 ${RS_PP8})
+rs_example_test(examples.deepseek-v3-h100.pp8.bytes bytes deepseek-v3-h100 1342052868096 ${RS_PP8})
+rs_example_test(examples.deepseek-v3-h100.pp8.verify verify deepseek-v3-h100 ${RS_PP8})
+# vLLM experts TP-sharded over all 128 inference ranks (one instance, data_parallel_size 16), and expert
+# parallel over them (enable_expert_parallel: EP128, one whole expert per rank).
+foreach(m 1 2)
+  rs_example_test(examples.qwen3-235b-h100.experts${m}.check check qwen3-235b-h100 -D EXPERTS=${m})
+  rs_example_test(examples.qwen3-235b-h100.experts${m}.verify verify qwen3-235b-h100 -D EXPERTS=${m})
+endforeach()
+# Megatron-Bridge: no vocabulary padding on the training side.
+rs_example_test(examples.llama3-70b-h100.bridge.check check llama3-70b-h100 -D MEG_PAD=1)
+
+set(RS_SCALED_VARIANTS
+    "deepseek-v3-h100 pp8 -D PP=8 -D FIRST=4 -D LAST=1"
+    "qwen3-235b-h100 experts1 -D EXPERTS=1 -D E=16 -D F=128"
+    "qwen3-235b-h100 experts2 -D EXPERTS=2 -D E=128 -D F=4"
+    # training TP8 > 4 kv groups: each group's rows split over 2 training ranks
+    "qwen3-32b-asym-h100 nkv4 -D NKV=4"
+    "llama3-70b-h100 bridge -D MEG_PAD=1")
+foreach(v ${RS_SCALED_VARIANTS})
+  separate_arguments(v UNIX_COMMAND "${v}")
+  list(POP_FRONT v example variant)
+  if(TARGET reshard-replay)
+    rs_example_test(examples.${example}.${variant}.replay replay ${example} ${v})
+  endif()
+  if(Python3_Interpreter_FOUND)
+    rs_example_test(examples.${example}.${variant}.reference ref ${example} ${v})
+  endif()
+endforeach()

@@ -353,7 +353,7 @@ static int dec_rank(const uint8_t *blob, const dirent_t *d, uint32_t rank, rs_ra
                 o->off = rs_cur_uv(c);
                 o->bytes = rs_cur_uv(c);
             } else if (rs_op_name(o->code)) {
-                int64_t src, dst;
+                int64_t src = 0, dst = 0;
                 if (rs_add_ovf((int64_t)hint, rs_cur_sv(c), &src) || src < 0 || src >= (int64_t)g->ndescs)
                     c->bad = c->bad ? c->bad : 3;
                 if (c->bad || rs_add_ovf(src + 1, rs_cur_sv(c), &dst) || dst < 0 || dst >= (int64_t)g->ndescs)

@@ -550,8 +550,11 @@ rsResult_t rsExecRun(rsExec_t x)
     if (!x->prepared) return rs_rt_err(rsInternalError, "rsExecRun: bindings complete but not prepared");
     rsResult_t r = x->tr->run(x);
     if (r != rsSuccess) {
-        if (r != rsInvalidUsage) x->state = RS_X_FAILED;
-        if (!x->run_err[0]) snprintf(x->run_err, sizeof x->run_err, "%s", rs_rt_err_msg());
+        if (r != rsInvalidUsage) {
+            x->state = RS_X_FAILED;
+            if (!x->run_res) x->run_res = r;
+            if (!x->run_err[0]) snprintf(x->run_err, sizeof x->run_err, "%s", rs_rt_err_msg());
+        }
         return r;
     }
     x->state = RS_X_RUNNING;

@@ -37,7 +37,7 @@ int main(int argc, char **argv)
     put(d, "mixed", img, n);
     img = rts_forward(&n);
     put(d, "forward", img, n);
-    img = rts_local(64, 48, &n);
+    img = rts_local(64, 48, 1, &n);
     put(d, "local", img, n);
     img = rts_wrong(&n);
     put(d, "wrong", img, n);

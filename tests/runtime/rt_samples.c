@@ -1,6 +1,8 @@
 /* rt_samples.c - the sample plans shared by the runtime tests, the GPU test, rt_mkplans and the benchmarks. */
 #include "rt_samples.h"
 
+#include <stdio.h>
+
 static const char *AX1[] = {"x"}, *AX2[] = {"a", "b"};
 
 static uint8_t *finish(rtb *b, size_t *len)
@@ -119,18 +121,25 @@ uint8_t *rts_wrong(size_t *len)
     return finish(b, len);
 }
 
-uint8_t *rts_local(int64_t R, int64_t C, size_t *len)
+uint8_t *rts_local(int64_t R, int64_t C, int steps, size_t *len)
 {
     rtb *b = rtb_new(1, 1);
     int64_t a1[] = {1}, a11[] = {1, 1}, shape[] = {R, C};
     uint32_t m = rtb_mesh(b, "m", 1, AX1, a1, 0), m2 = rtb_mesh(b, "m2", 2, AX2, a11, 0);
-    uint32_t t = rtb_tensor(b, "w", RS_DT_BF16, 2, shape);
-    rs_place p = rtb_shard(0, 1);
-    rtb_piece(b, RS_SRC, t, m, 1, &p, "w.src");
-    p = rtb_shard(1, 0);
-    rtb_piece(b, RS_DST, t, m2, 1, &p, "w.dst");
+    /* one tensor per step: the naive planner spreads a rank's fragments round-robin over the steps */
+    for (int k = 0; k < (steps > 0 ? steps : 1); k++) {
+        char name[32], src[32], dst[32];
+        snprintf(name, sizeof name, "w%d", k);
+        snprintf(src, sizeof src, "w%d.src", k);
+        snprintf(dst, sizeof dst, "w%d.dst", k);
+        uint32_t t = rtb_tensor(b, name, RS_DT_BF16, 2, shape);
+        rs_place p = rtb_shard(0, 1);
+        rtb_piece(b, RS_SRC, t, m, 1, &p, src);
+        p = rtb_shard(1, 0);
+        rtb_piece(b, RS_DST, t, m2, 1, &p, dst);
+    }
     rtb_layout_done(b);
-    rtb_opts o = {1, 0, 1};
+    rtb_opts o = {1, 0, steps};
     rtb_autoplan(b, &o);
     return finish(b, len);
 }

@@ -17,7 +17,7 @@ uint8_t *rts_mixed(rtb_opts o, size_t *len);
 uint8_t *rts_forward(size_t *len);
 /* A plan that verifies structurally but delivers half of a tensor to the wrong place. */
 uint8_t *rts_wrong(size_t *len);
-/* One rank holding both sides: a transposition by local copies only (world 1). */
-uint8_t *rts_local(int64_t R, int64_t C, size_t *len);
+/* One rank holding both sides: a transposition by local copies only (world 1), spread over `steps` steps. */
+uint8_t *rts_local(int64_t R, int64_t C, int steps, size_t *len);
 
 #endif

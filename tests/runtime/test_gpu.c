@@ -225,7 +225,7 @@ int main(int argc, char **argv)
     s[k].img = rts_mixed(nvl, &n), s[k].len = n, s[k++].name = "mixed";
     s[k].img = rts_mixed(loose, &n), s[k].len = n, s[k++].name = "mixed-zero-copy";
     s[k].img = rts_forward(&n), s[k].len = n, s[k++].name = "forward";
-    s[k].img = rts_local(777, 129, &n), s[k].len = n, s[k++].name = "local";
+    s[k].img = rts_local(777, 129, 1, &n), s[k].len = n, s[k++].name = "local";
     for (int i = 0; i < k; i++) {
         rsPlan_t p = load_img(s[i].img, s[i].len);
         replay_local(s[i].name, p);
@@ -240,7 +240,7 @@ int main(int argc, char **argv)
 #ifdef RESHARD_HAVE_NCCL
     /* NCCL over the visible GPUs: a plan for exactly that many ranks. */
     uint8_t *img;
-    if (ndev == 1) img = rts_local(1024, 515, &n);
+    if (ndev == 1) img = rts_local(1024, 515, 1, &n);
     else img = rts_2d((uint32_t)ndev / 2, (uint32_t)(ndev - ndev / 2), 1000, 335, 1, RS_DT_BF16, nvl, 4, &n);
     rsPlan_t p = load_img(img, n);
     replay_nccl("nccl-world", p, 0);

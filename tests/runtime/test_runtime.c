@@ -156,7 +156,7 @@ static int t_checker_bites(void)
 static int t_replay_local(void)
 {
     size_t len;
-    uint8_t *img = rts_local(33, 20, &len);
+    uint8_t *img = rts_local(33, 20, 1, &len);
     rsPlan_t p = load(img, len);
     replay_ok(p, 33 * 20);
     rsPlanDestroy(p);
@@ -579,13 +579,17 @@ static int t_inject(void)
     for (int i = 0; i < 8; i++) OK(rsExecRun(c[i].exec));
     for (int i = 0; i < 8; i++) OK(rsExecSynchronize(c[i].exec));
     rs_exec_inject_fault(c[5].exec, 1);
-    for (int i = 0; i < 8; i++) OK(rsExecRun(c[i].exec));
+    /* a rank starting after rank 5 failed gets the error from rsExecRun already */
+    for (int i = 0; i < 8; i++) {
+        rsResult_t r = rsExecRun(c[i].exec);
+        RT_CHECK(r == rsSuccess || r == rsRemoteError);
+    }
     int own = 0, remote = 0;
     for (int i = 0; i < 8; i++) {
         rsResult_t r = rsExecSynchronize(c[i].exec);
         rsExecStats_t st;
         OK(rsExecGetStats(c[i].exec, &st));
-        RT_CHECK(st.runsCompleted == 1 && st.runsStarted == 2); /* the failed run updated nothing */
+        RT_CHECK(st.runsCompleted == 1); /* the failed run updated nothing */
         if (r == rsTransportError) {
             own++;
             RT_CHECK(i == 5);

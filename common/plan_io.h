@@ -75,6 +75,7 @@ typedef struct {
 
 static inline uint64_t rs_cur_uv(rs_cur *c)
 {
+    if (c->p < c->end && *c->p < 0x80) return *c->p++; /* one-byte fast path */
     uint64_t v = 0;
     for (int shift = 0; shift < 64; shift += 7) {
         if (c->p >= c->end) {

@@ -27,13 +27,13 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 }
 
 /* Cursor reads with a range check; a value out of range marks the cursor bad (code 3). */
-static uint64_t get(rs_cur *c, uint64_t max)
+static inline uint64_t get(rs_cur *c, uint64_t max)
 {
     uint64_t v = rs_cur_uv(c);
     if (v > max && !c->bad) c->bad = 3;
     return c->bad ? 0 : v;
 }
-static uint32_t get_opt(rs_cur *c) /* 0 = RS_NONE, else index + 1 */
+static inline uint32_t get_opt(rs_cur *c) /* 0 = RS_NONE, else index + 1 */
 {
     uint64_t v = get(c, UINT32_MAX);
     return v == 0 ? RS_NONE : (uint32_t)(v - 1);

@@ -74,6 +74,16 @@ rs_add_golden(format_diff ${RS_FMT_GOLD}/fixture.diff STATUS 1
               COMMAND $<TARGET_FILE:fmt_tool> diff ${RS_FMT_WORK}/fixture.bin ${RS_FMT_WORK}/fixture1.bin)
 rs_add_golden(format_diff_same ${RS_FMT_GOLD}/fixture-same.diff
               COMMAND $<TARGET_FILE:fmt_tool> diff ${RS_FMT_WORK}/fixture.bin ${RS_FMT_WORK}/fixture.bin)
+# Command-line errors: a rank outside the world, a damaged plan (dump exits 1, diff 2), bad usage (2).
+add_test(NAME format_tool_errors COMMAND sh -c "\
+  t=$<TARGET_FILE:fmt_tool>; \
+  $t dump fixture.bin --rank 9 2>e1; test $? = 1 && grep -q 'fixture.bin: rank 9 is outside the plan.s world of 4 ranks' e1 || exit 1; \
+  head -c 300 fixture.bin > cut.bin; $t dump cut.bin 2>e2; test $? = 1 && grep -q 'cut.bin: bad plan (truncated section' e2 || exit 1; \
+  $t diff fixture.bin cut.bin >/dev/null 2>e3; test $? = 2 && grep -q 'cut.bin: bad plan' e3 || exit 1; \
+  $t dump fixture.bin --rank x 2>/dev/null; test $? = 2 || exit 1; \
+  $t diff fixture.bin 2>/dev/null; test $? = 2"
+  WORKING_DIRECTORY ${RS_FMT_WORK})
+set_tests_properties(format_tool_errors PROPERTIES FIXTURES_REQUIRED rs_fmt_plans)
 # The same listing through the real reshardc, and its verify (whole-plan checks included).
 rs_add_golden(format_reshardc_dump ${RS_FMT_GOLD}/fixture.dump COMMAND $<TARGET_FILE:reshardc> dump ${RS_FMT_WORK}/fixture.bin)
 add_test(NAME format_reshardc_verify COMMAND $<TARGET_FILE:reshardc> verify ${RS_FMT_WORK}/fixture.bin)

@@ -1,0 +1,277 @@
+/* plan_int.h - internals shared by the planner passes: regions.c (grids, cells, buffer maps, bindings),
+ * fanout.c (routing a cell to its destination domains), sources.c (candidate senders, LPT),
+ * schedule.c (flows, rounds, staging, ops, affine merging, per-rank programs) and planner.c (driver). */
+#ifndef RS_PLAN_INT_H
+#define RS_PLAN_INT_H
+
+#include <stdint.h>
+
+#include "planner.h"
+#include "util.h"
+
+#define PL_ND RS_MAX_DIMS
+
+typedef rs_vec(uint32_t) pl_u32vec;
+typedef rs_vec(uint64_t) pl_u64vec;
+
+/* ---- small containers (planner.c) ---- */
+
+/* Open-addressing hash map from a 128-bit key (two u64) to a u64 value. */
+typedef struct {
+    uint64_t *k; /* [cap * 2] */
+    uint64_t *v; /* [cap] */
+    uint8_t *used;
+    size_t cap, n;
+} pl_map;
+uint64_t *pl_map_get(const pl_map *m, uint64_t k0, uint64_t k1);
+uint64_t *pl_map_put(pl_map *m, uint64_t k0, uint64_t k1, int *created); /* new values are 0 */
+void pl_map_clear(pl_map *m);
+void pl_map_free(pl_map *m);
+
+/* Interned lists of u32 (candidate sets, forward sets). Id 0 is the empty list. */
+typedef struct {
+    pl_map index;
+    rs_vec(uint32_t) data;
+    rs_vec(uint32_t) begin; /* [n + 1] */
+} pl_intern;
+void pl_intern_init(pl_intern *t);
+uint32_t pl_intern_add(pl_intern *t, const uint32_t *v, uint32_t n);
+static inline const uint32_t *pl_intern_list(const pl_intern *t, uint32_t id, uint32_t *n)
+{
+    *n = t->begin.v[id + 1] - t->begin.v[id];
+    return t->data.v + t->begin.v[id];
+}
+void pl_intern_free(pl_intern *t);
+
+/* Bump allocator, reset per tensor. */
+typedef struct {
+    char *buf;
+    size_t used, cap;
+    rs_vec(char *) old;
+} pl_arena;
+void *pl_alloc(pl_arena *a, size_t n);
+void pl_arena_reset(pl_arena *a);
+void pl_arena_free(pl_arena *a);
+
+/* ---- regions.c ---- */
+
+/* A piece of the current tensor: its shard grid per dim and how blocks map to mesh ranks. */
+typedef struct {
+    uint32_t gi; /* global piece index */
+    const rs_piece *p;
+    const rs_mesh *m;
+    int held;    /* 0: a pin outside its axis (nobody holds it) */
+    uint32_t K[PL_ND];           /* intervals of dim d (product of the sizes of the axes sharding d) */
+    int64_t *lo[PL_ND], *hi[PL_ND];
+    uint32_t *lin[PL_ND];        /* mesh linear-index contribution of interval k of dim d */
+    uint32_t pin_base;           /* mesh linear-index contribution of the pins */
+    uint32_t nrep, *rep;         /* linear offsets of every combination of the replicated axes */
+} pl_tp;
+
+/* Buffer map of one block: tensor sub-boxes of the block -> strided byte regions of the buffer. The
+ * block (shape A, row-major) fills a buffer box (shape B, row-major); F is the common refinement of A
+ * and B (every A dim and every B dim is a run of consecutive F dims). Without one (nf == 0, e.g. a
+ * [3, 4] block in a [2, 6] box) boxes are mapped row run by row run. */
+#define PL_NF (2 * PL_ND)
+typedef struct {
+    uint32_t ndim, es;
+    int64_t blo[PL_ND], ext[PL_ND]; /* block origin and extents */
+    uint32_t nf;
+    uint8_t fdim[PL_NF];  /* tensor dim of F dim k (outer to inner) */
+    int64_t frad[PL_NF];  /* radix */
+    int64_t fw[PL_NF];    /* weight inside its tensor dim (product of the radices inside it) */
+    uint64_t fstr[PL_NF]; /* byte stride in the buffer */
+    int simple;           /* every non-unit tensor dim is one F dim: every sub-box maps to one region */
+    int noref;            /* no common refinement: map row runs */
+    uint64_t base;        /* byte offset of the box origin */
+    /* the box, for the no-refinement path */
+    uint32_t bnd;
+    int64_t bext[PL_ND];
+    uint64_t bstr[PL_ND];
+} pl_bmap;
+
+/* Build the map of piece p (global index) for the block [blo, bhi). Returns 0, or -1 when the block
+ * does not fit its buffer box (element counts differ). */
+int pl_bmap_build(const rs_layout *L, uint32_t piece, const int64_t *blo, const int64_t *bhi, pl_bmap *m);
+/* Region of sub-box [lo, hi) (tensor coords) in the buffer: 1 when it is one descriptor (written to d,
+ * loc left to the caller), 0 when the box must first be split (see pl_bmap_split). */
+int pl_bmap_desc(const pl_bmap *m, const int64_t *lo, const int64_t *hi, rs_desc *d);
+/* Split points that make [lo, hi) mappable: returns 1 and a dim d plus a cut position c (lo[d] < c <
+ * hi[d]) when the box needs a cut, 0 when it maps as one region. */
+int pl_bmap_cut(const pl_bmap *m, const int64_t *lo, const int64_t *hi, uint32_t *d, int64_t *c);
+
+/* Split box [lo, hi) (ndim dims, elements of es bytes) into at most k nearly equal sub-boxes along its
+ * outer dims; writes them to out (k entries of 2*PL_ND int64: lo then hi) and returns their number. */
+uint32_t pl_box_split(uint32_t ndim, const int64_t *lo, const int64_t *hi, uint32_t k, int64_t (*out)[2 * PL_ND]);
+
+static inline uint64_t pl_box_elems(uint32_t nd, const int64_t *lo, const int64_t *hi)
+{
+    uint64_t n = 1;
+    for (uint32_t d = 0; d < nd; d++) n *= (uint64_t)(hi[d] - lo[d]);
+    return n;
+}
+
+/* ---- routing ---- */
+enum { PL_LOCAL = 0, PL_NVL = 1, PL_NET = 2 };
+
+/* One cell: the intersection of a destination block with the source grids. */
+typedef struct {
+    uint32_t tensor, ndim, es;
+    int64_t lo[PL_ND], hi[PL_ND];
+    uint64_t bytes;
+    uint32_t dslot;            /* destination piece (slot in the tensor) */
+    const int64_t *dlo, *dhi;  /* destination block */
+    const uint32_t *dr;        /* ranks needing it, sorted by (domain, rank) */
+    uint32_t ndr;
+    uint32_t cand;             /* interned candidate set: pairs (rank, src slot), sorted by rank */
+    uint32_t ncover;           /* covering source pieces: slot and interval index per dim */
+    uint32_t *cover_slot;
+    uint32_t (*cover_ks)[PL_ND];
+} pl_cell;
+
+/* One routed transfer of a (sub-box of a) cell. */
+typedef struct {
+    uint8_t kind;
+    uint32_t s, r;     /* sender and receiver (LOCAL: the same rank) */
+    uint32_t sslot;    /* source piece slot the sender holds */
+    uint32_t fset;     /* interned set of ranks r forwards to over NVLink (NET only) */
+    int64_t lo[PL_ND], hi[PL_ND];
+    uint64_t bytes;
+} pl_part;
+
+typedef struct {
+    uint64_t bytes;
+    uint32_t cand, seq, tensor, r;
+} pl_lpt;
+
+/* ---- the context ---- */
+typedef struct pl_stepb pl_stepb;
+
+typedef struct {
+    rs_vec(uint64_t) tb; /* (tensor << 40 | bytes): what this sender sends, in tensor order */
+    rs_vec(uint32_t) win; /* window of each tb entry */
+    uint32_t nwin, cursor;
+    rs_vec(uint32_t) flows; /* its flows, sorted by receiver */
+    uint64_t total;
+} pl_sender;
+
+typedef struct {
+    uint32_t s, r;
+    uint8_t lane;
+    uint32_t win_base; /* into fw arrays: nwin entries */
+} pl_flow;
+
+typedef struct {
+    uint32_t s, r, round, fset;
+    uint8_t lane, direct, zc_src, zc_dst;
+    uint64_t bytes;
+    uint32_t out_idx, in_idx, inst, ninst;
+    uint32_t src_loc, dst_loc;
+    uint64_t src_off, dst_off;
+    uint64_t sbase, rbase; /* staging offsets on sender / receiver (finalize) */
+} pl_seg;
+
+typedef struct {
+    uint32_t seg, f, in_idx;
+    uint8_t zc;
+    uint32_t dst_loc;
+    uint64_t dst_off;
+    uint64_t base; /* staging offset on f (finalize) */
+} pl_inst;
+
+/* An op while planning: descriptors of the staging side are symbolic (an item of the step's out or in
+ * list plus an offset inside it; merged dims step through items by dl). */
+typedef struct {
+    uint8_t code, dead, sym; /* sym: 0 none, 1 the source is staging, 2 the destination is */
+    uint32_t tensor;
+    int32_t item;
+    int32_t dl[RS_DESC_MAX_DIMS];
+    rs_desc d[2];
+} pl_pop;
+
+struct pl_stepb {
+    uint32_t rank;
+    int32_t round; /* -1: the local-copy step */
+    uint8_t lane;
+    rs_vec(pl_pop) pops;
+    rs_vec(uint32_t) out;      /* seg ids this rank sends in this step */
+    rs_vec(uint64_t) in;       /* received items: seg id << 1 (direct receiver) or inst id << 1 | 1 */
+};
+
+typedef struct pl_ctx {
+    rs_layout *L;
+    const rs_plan_opts *o;
+    rs_plan_stats *st;
+    char *err;
+    size_t errlen;
+    uint32_t bad_piece;
+    int failed;
+    int pass;
+    uint32_t world;
+
+    uint64_t half, pmax, cs; /* staging per half, largest chunk, sender bytes per round */
+
+    /* bindings: per rank sorted buffer ids, with the shape on that rank */
+    uint32_t *bind_begin; /* [world + 1] */
+    uint32_t *bind_buf;
+    int64_t (*bind_shape)[PL_ND];
+    uint32_t *bind_nd;
+
+    /* current tensor */
+    pl_arena ar;
+    const rs_tensor *t;
+    uint32_t ti, npiece;
+    pl_tp *tp;
+    pl_map tcache; /* (role, slot, base) -> arena offset of rank list / cand id */
+
+    /* routing */
+    uint64_t *net_in, *nvl_out, *nic_out; /* [world] */
+    pl_intern cands, fsets;
+    rs_vec(pl_lpt) lpt;
+    uint32_t *lpt_choice; /* [nlpt] */
+    uint32_t lpt_seq;
+    rs_vec(uint32_t) tmp_u32;
+
+    /* schedule */
+    pl_sender *snd; /* [world] */
+    pl_map flow_index;
+    rs_vec(pl_flow) flows;
+    uint64_t *fw_bytes, *fw_base, *fw_run;
+    uint32_t nfw;
+    rs_vec(pl_seg) segs;
+    rs_vec(pl_inst) insts;
+    pl_map seg_index;
+    rs_vec(pl_stepb) steps;
+    pl_u32vec *rank_steps;        /* [world * 2]: per rank and lane, step builder per round */
+    uint32_t *local_step;          /* [world] */
+    pl_u64vec *usage;             /* [world]: staging charged per round */
+    pl_map merge;
+    uint32_t nrounds;
+    uint64_t last_flow_key, last_flow;
+} pl_ctx;
+
+int pl_fail(pl_ctx *c, uint32_t piece, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* regions.c */
+int pl_bindings(pl_ctx *c);
+uint32_t pl_binding(const pl_ctx *c, uint32_t rank, uint32_t buffer); /* RS_NONE if not bound */
+int pl_tensor_begin(pl_ctx *c, uint32_t ti);
+int pl_tensor_cells(pl_ctx *c); /* every cell of every destination piece of the tensor -> pl_route */
+void pl_block_of(const pl_ctx *c, uint32_t slot, const uint32_t *ks, int64_t *lo, int64_t *hi);
+
+/* fanout.c */
+int pl_route(pl_ctx *c, const pl_cell *cell);
+
+/* sources.c */
+uint32_t pl_net_sender(pl_ctx *c, const pl_cell *cell, uint64_t bytes, uint32_t r, uint32_t *slot);
+uint32_t pl_nvl_sender(pl_ctx *c, const pl_cell *cell, uint32_t domain, uint64_t bytes, uint32_t *slot);
+void pl_lpt_solve(pl_ctx *c);
+
+/* schedule.c */
+int pl_do_part(pl_ctx *c, const pl_cell *cell, const pl_part *p); /* the pass's work on one part */
+void pl_after_pass1(pl_ctx *c);
+void pl_after_pass2(pl_ctx *c);
+int pl_finalize(pl_ctx *c, rs_plan *out);
+void pl_schedule_free(pl_ctx *c);
+
+#endif

@@ -1,0 +1,325 @@
+/* planner.c - the planner's driver: three passes over every tensor's cells (route and collect, size the
+ * flows, emit the ops), source choice between the first two, then the per-rank programs and the
+ * whole-plan verification. Also the small containers the passes share. */
+#include "plan_int.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- hash map ---- */
+
+static inline uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return x;
+}
+
+static size_t slot_of(const pl_map *m, uint64_t k0, uint64_t k1)
+{
+    return (size_t)(mix64(k0 ^ mix64(k1 + 0x9e3779b97f4a7c15ull)) & (m->cap - 1));
+}
+
+uint64_t *pl_map_get(const pl_map *m, uint64_t k0, uint64_t k1)
+{
+    if (!m->cap) return NULL;
+    for (size_t i = slot_of(m, k0, k1);; i = (i + 1) & (m->cap - 1)) {
+        if (!m->used[i]) return NULL;
+        if (m->k[2 * i] == k0 && m->k[2 * i + 1] == k1) return &m->v[i];
+    }
+}
+
+static void map_grow(pl_map *m)
+{
+    pl_map n = {0};
+    n.cap = m->cap ? m->cap * 2 : 64;
+    n.k = rs_xmalloc(n.cap * 2 * sizeof *n.k);
+    n.v = rs_xmalloc(n.cap * sizeof *n.v);
+    n.used = rs_xcalloc(n.cap, 1);
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!m->used[i]) continue;
+        size_t j = slot_of(&n, m->k[2 * i], m->k[2 * i + 1]);
+        while (n.used[j]) j = (j + 1) & (n.cap - 1);
+        n.used[j] = 1;
+        n.k[2 * j] = m->k[2 * i];
+        n.k[2 * j + 1] = m->k[2 * i + 1];
+        n.v[j] = m->v[i];
+    }
+    n.n = m->n;
+    pl_map_free(m);
+    *m = n;
+}
+
+uint64_t *pl_map_put(pl_map *m, uint64_t k0, uint64_t k1, int *created)
+{
+    if ((m->n + 1) * 2 > m->cap) map_grow(m);
+    size_t i = slot_of(m, k0, k1);
+    for (; m->used[i]; i = (i + 1) & (m->cap - 1))
+        if (m->k[2 * i] == k0 && m->k[2 * i + 1] == k1) {
+            if (created) *created = 0;
+            return &m->v[i];
+        }
+    m->used[i] = 1;
+    m->k[2 * i] = k0;
+    m->k[2 * i + 1] = k1;
+    m->v[i] = 0;
+    m->n++;
+    if (created) *created = 1;
+    return &m->v[i];
+}
+
+void pl_map_clear(pl_map *m)
+{
+    if (m->cap && m->n) memset(m->used, 0, m->cap);
+    m->n = 0;
+}
+
+void pl_map_free(pl_map *m)
+{
+    free(m->k);
+    free(m->v);
+    free(m->used);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---- interned lists ---- */
+
+void pl_intern_init(pl_intern *t)
+{
+    memset(t, 0, sizeof *t);
+    rs_vec_push(&t->begin, 0);
+    rs_vec_push(&t->begin, 0); /* id 0: the empty list */
+}
+
+uint32_t pl_intern_add(pl_intern *t, const uint32_t *v, uint32_t n)
+{
+    if (n == 0) return 0;
+    uint64_t h = rs_hash64(v, n * sizeof *v, n);
+    for (uint64_t probe = 0;; probe++) {
+        int created;
+        uint64_t *slot = pl_map_put(&t->index, h, probe, &created);
+        if (created) {
+            uint32_t id = (uint32_t)(t->begin.n - 1);
+            rs_vec_reserve(&t->data, n);
+            memcpy(t->data.v + t->data.n, v, n * sizeof *v);
+            t->data.n += n;
+            rs_vec_push(&t->begin, (uint32_t)t->data.n);
+            *slot = id;
+            return id;
+        }
+        uint32_t m, id = (uint32_t)*slot;
+        const uint32_t *w = pl_intern_list(t, id, &m);
+        if (m == n && !memcmp(v, w, n * sizeof *v)) return id;
+    }
+}
+
+void pl_intern_free(pl_intern *t)
+{
+    pl_map_free(&t->index);
+    rs_vec_free(&t->data);
+    rs_vec_free(&t->begin);
+}
+
+/* ---- arena ---- */
+
+void *pl_alloc(pl_arena *a, size_t n)
+{
+    n = (n + 15) & ~(size_t)15;
+    if (a->used + n > a->cap) {
+        if (a->buf) rs_vec_push(&a->old, a->buf);
+        a->cap = n > (1u << 20) ? n : (1u << 20);
+        a->buf = rs_xmalloc(a->cap);
+        a->used = 0;
+    }
+    void *p = a->buf + a->used;
+    a->used += n;
+    return p;
+}
+
+void pl_arena_reset(pl_arena *a)
+{
+    for (size_t i = 0; i < a->old.n; i++) free(a->old.v[i]);
+    a->old.n = 0;
+    a->used = 0;
+}
+
+void pl_arena_free(pl_arena *a)
+{
+    pl_arena_reset(a);
+    rs_vec_free(&a->old);
+    free(a->buf);
+    memset(a, 0, sizeof *a);
+}
+
+int pl_fail(pl_ctx *c, uint32_t piece, const char *fmt, ...)
+{
+    if (c->failed) return -1;
+    c->failed = 1;
+    c->bad_piece = piece;
+    va_list ap;
+    va_start(ap, fmt);
+    if (c->err && c->errlen) vsnprintf(c->err, c->errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* ---- options and stats ---- */
+
+void rs_plan_opts_default(rs_plan_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->staging_bytes = 256ull << 20;
+    o->zero_copy_min = 1ull << 20;
+    o->fanout_split_min = 64ull << 10;
+    o->verify = 1;
+}
+
+void rs_plan_stats_free(rs_plan_stats *s)
+{
+    if (!s) return;
+    free(s->domain_need);
+    free(s->domain_net_in);
+    free(s->rank_net_out);
+    memset(s, 0, sizeof *s);
+}
+
+/* ---- driver ---- */
+
+static void ctx_free(pl_ctx *c)
+{
+    pl_arena_free(&c->ar);
+    pl_map_free(&c->tcache);
+    free(c->bind_begin);
+    free(c->bind_buf);
+    free(c->bind_shape);
+    free(c->bind_nd);
+    free(c->net_in);
+    free(c->nvl_out);
+    free(c->nic_out);
+    pl_intern_free(&c->cands);
+    pl_intern_free(&c->fsets);
+    rs_vec_free(&c->lpt);
+    free(c->lpt_choice);
+    rs_vec_free(&c->tmp_u32);
+    pl_schedule_free(c);
+}
+
+static int run_pass(pl_ctx *c, int pass)
+{
+    c->pass = pass;
+    c->lpt_seq = 0;
+    memset(c->net_in, 0, c->world * sizeof *c->net_in);
+    memset(c->nvl_out, 0, c->world * sizeof *c->nvl_out);
+    for (uint32_t ti = 0; ti < c->L->ntensors; ti++) {
+        if (pl_tensor_begin(c, ti) || pl_tensor_cells(c)) return -1;
+    }
+    return 0;
+}
+
+int rs_planner_plan(rs_layout *L, const rs_plan_opts *o, rs_plan *out, rs_plan_stats *stats, char *err,
+                    size_t errlen, uint32_t *bad_piece)
+{
+    rs_plan_opts def;
+    if (!o) {
+        rs_plan_opts_default(&def);
+        o = &def;
+    }
+    memset(out, 0, sizeof *out);
+    if (stats) memset(stats, 0, sizeof *stats);
+    if (bad_piece) *bad_piece = RS_NONE;
+    if (err && errlen) err[0] = 0;
+
+    pl_ctx c = {0};
+    c.L = L;
+    c.o = o;
+    c.err = err;
+    c.errlen = errlen;
+    c.bad_piece = RS_NONE;
+    c.world = L->topo.world;
+    if (o->staging_bytes < 256) {
+        snprintf(err, errlen, "staging budget of %llu bytes is below the minimum of 256",
+                 (unsigned long long)o->staging_bytes);
+        return -1;
+    }
+    /* Staging: two halves (round k uses half k % 2, so the fan-out of round k overlaps the network
+     * transfer of round k + 1). A chunk is at most 1/8 of a half; a sender's round carries half - pmax
+     * bytes of its stream, so with the one chunk that may straddle the boundary it stays in its half. */
+    c.half = (o->staging_bytes / 2) & ~(uint64_t)15;
+    c.pmax = (c.half / 8) & ~(uint64_t)15;
+    if (c.pmax < 16) c.pmax = 16;
+    c.cs = c.half - c.pmax;
+
+    rs_plan_stats local_stats;
+    c.st = stats ? stats : &local_stats;
+    memset(c.st, 0, sizeof *c.st);
+    c.st->world = c.world;
+    c.st->ndomains = L->topo.ndomains;
+    c.st->domain_need = rs_xcalloc(L->topo.ndomains, sizeof(uint64_t));
+    c.st->domain_net_in = rs_xcalloc(L->topo.ndomains, sizeof(uint64_t));
+    c.st->rank_net_out = rs_xcalloc(c.world, sizeof(uint64_t));
+
+    c.net_in = rs_xcalloc(c.world, sizeof *c.net_in);
+    c.nvl_out = rs_xcalloc(c.world, sizeof *c.nvl_out);
+    c.nic_out = rs_xcalloc(c.world, sizeof *c.nic_out);
+    pl_intern_init(&c.cands);
+    pl_intern_init(&c.fsets);
+    c.snd = rs_xcalloc(c.world, sizeof *c.snd);
+
+    int rc = pl_bindings(&c);
+    if (!rc) rc = run_pass(&c, 1);
+    if (!rc) {
+        pl_lpt_solve(&c);
+        pl_after_pass1(&c);
+        rc = run_pass(&c, 2);
+    }
+    if (!rc) {
+        pl_after_pass2(&c);
+        rc = run_pass(&c, 3);
+    }
+    if (!rc) rc = pl_finalize(&c, out);
+    if (bad_piece) *bad_piece = c.bad_piece;
+    ctx_free(&c);
+    if (rc) {
+        if (!stats) rs_plan_stats_free(&local_stats);
+        rs_plan_free(out);
+        memset(out, 0, sizeof *out);
+        return -1;
+    }
+    out->layout = *L;
+    memset(L, 0, sizeof *L);
+    out->staging_budget = o->staging_bytes;
+    if (o->verify) {
+        char verr[512];
+        if (rs_plan_verify_all(out, verr, sizeof verr)) {
+            snprintf(err, errlen, "internal error: the plan failed verification (a planner bug): %s", verr);
+            *L = out->layout;
+            memset(&out->layout, 0, sizeof out->layout);
+            rs_plan_free(out);
+            memset(out, 0, sizeof *out);
+            if (!stats) rs_plan_stats_free(&local_stats);
+            return -1;
+        }
+    }
+    if (!stats) rs_plan_stats_free(&local_stats);
+    return 0;
+}
+
+int rs_planner_run(rs_ir *ir, const rs_plan_opts *o, rs_plan *out, rs_plan_stats *stats, FILE *diag)
+{
+    char err[1024];
+    uint32_t piece;
+    if (rs_planner_plan(&ir->L, o, out, stats, err, sizeof err, &piece) == 0) return 0;
+    if (diag) {
+        if (piece != RS_NONE && ir->piece_loc && ir->files && ir->piece_loc[piece].file < ir->nfiles) {
+            const rs_loc *at = &ir->piece_loc[piece];
+            fprintf(diag, "%s:%u:%u: error: %s\n", ir->files[at->file], at->line, at->col, err);
+        } else {
+            fprintf(diag, "reshardc: error: %s\n", err);
+        }
+    }
+    return -1;
+}

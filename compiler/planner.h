@@ -1,0 +1,53 @@
+/* planner.h - the planner: from a checked layout to a verified per-rank transfer plan in memory
+ * (regions -> fan-out -> source choice -> schedule), its options and its statistics. */
+#ifndef RS_PLANNER_H
+#define RS_PLANNER_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ir.h"
+#include "plan.h"
+
+typedef struct {
+    uint64_t staging_bytes;    /* per-rank staging budget (--staging), default 256 MiB, at least 256 bytes */
+    uint64_t zero_copy_min;    /* a part at least this large that is contiguous in a buffer is sent from /
+                                  received into that buffer directly (its own message); default 1 MiB */
+    uint64_t fanout_split_min; /* a fragment needed by k > 1 ranks of one destination domain and at least
+                                  this large is split among them by bytes; smaller ones go whole; 64 KiB */
+    int verify;                /* run rs_plan_verify_all before returning (default 1) */
+} rs_plan_opts;
+
+void rs_plan_opts_default(rs_plan_opts *o);
+
+/* What the planner did, for benchmarks and tests (all arrays owned; free with rs_plan_stats_free). */
+typedef struct {
+    uint64_t cells;          /* intersections of a destination block with the source grids */
+    uint64_t parts;          /* routed transfers after fan-out splitting (before chunking) */
+    uint64_t chunks;         /* elementary transfers after chunking and buffer-shape alignment */
+    uint64_t net_bytes;      /* bytes over the network (NET lane) */
+    uint64_t nvl_bytes;      /* bytes sent over NVLink directly (same-domain source) */
+    uint64_t fwd_bytes;      /* bytes forwarded over NVLink (fan-out) */
+    uint64_t local_bytes;    /* bytes copied on the same rank */
+    uint32_t rounds;         /* rounds (NET/NVL step pairs) */
+    uint32_t ndomains;
+    uint64_t *domain_need;   /* [ndomains] bytes needed in the domain that no rank of it holds */
+    uint64_t *domain_net_in; /* [ndomains] NET bytes received by ranks of the domain */
+    uint32_t world;
+    uint64_t *rank_net_out;  /* [world] NET bytes each rank sends */
+} rs_plan_stats;
+
+void rs_plan_stats_free(rs_plan_stats *s);
+
+/* Plan layout L (moved into out->layout on success; left intact on failure). Errors (a destination
+ * element no source holds, buffer shapes that disagree) are returned as -1 with a message in err; when
+ * bad_piece is not NULL it receives the index of the piece the error is about (RS_NONE if none).
+ * A verification failure is a planner bug: the message says so. stats may be NULL. */
+int rs_planner_plan(rs_layout *L, const rs_plan_opts *o, rs_plan *out, rs_plan_stats *stats, char *err,
+                    size_t errlen, uint32_t *bad_piece);
+
+/* The same from the front end's IR: moves ir->L into out->layout; diagnostics go to diag with the
+ * source position of the piece involved. Returns 0 or -1. */
+int rs_planner_run(rs_ir *ir, const rs_plan_opts *o, rs_plan *out, rs_plan_stats *stats, FILE *diag);
+
+#endif

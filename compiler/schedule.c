@@ -1,0 +1,1122 @@
+/* schedule.c - from routed parts to per-rank programs. Each sender's bytes form one stream ordered by
+ * (window of its tensors, receiver in a rotation that starts at a different receiver for every sender,
+ * tensor), cut into rounds of a fixed byte budget, so a round moves a tile of (a few tensors x a few
+ * receivers) and every rank sends and receives about the same per round. A round is a NET step and an
+ * NVL step on every rank involved; round k uses staging half k % 2, so the NVLink fan-out of round k runs
+ * while round k + 1 crosses the network. All fragments from a sender to a receiver in a round form one
+ * message (segments grouped by the set of ranks the receiver forwards them to, so forwarding reuses the
+ * receive offsets); large contiguous fragments travel zero-copy on their own. Ops are merged on the fly
+ * when their descriptors differ by constant strides (affine merging, with staging offsets kept symbolic
+ * until the staging layout is known). */
+#define _GNU_SOURCE
+#include "plan_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ALIGN 16u
+static inline uint64_t align_up(uint64_t x) { return (x + ALIGN - 1) & ~(uint64_t)(ALIGN - 1); }
+
+/* ---- senders and flows ---- */
+
+static uint32_t flow_get(pl_ctx *c, uint8_t lane, uint32_t s, uint32_t r, int create)
+{
+    uint64_t k0 = (uint64_t)lane << 32 | s, k1 = r;
+    uint64_t key = k0 << 21 ^ k1;
+    if (c->last_flow_key == key + 1) return (uint32_t)c->last_flow;
+    uint64_t *v;
+    if (create) {
+        int created;
+        v = pl_map_put(&c->flow_index, k0, k1, &created);
+        if (created) {
+            pl_flow f = {.s = s, .r = r, .lane = lane};
+            *v = c->flows.n;
+            rs_vec_push(&c->flows, f);
+        }
+    } else {
+        v = pl_map_get(&c->flow_index, k0, k1);
+        rs_assert(v);
+    }
+    c->last_flow_key = key + 1;
+    c->last_flow = *v;
+    return (uint32_t)*v;
+}
+
+typedef struct {
+    uint32_t s, tensor;
+    uint64_t bytes;
+} tb_rec;
+
+static void sender_add(pl_ctx *c, uint32_t s, uint32_t tensor, uint64_t bytes)
+{
+    pl_sender *x = &c->snd[s];
+    size_t n = x->tb.n;
+    if (n && (uint32_t)(x->tb.v[n - 1] >> 40) == tensor) {
+        x->tb.v[n - 1] += bytes;
+    } else {
+        rs_vec_push(&x->tb, (uint64_t)tensor << 40 | bytes);
+        rs_vec_push(&x->win, 0);
+        n++;
+    }
+    if ((uint32_t)(x->tb.v[n - 1] >> 40) != tensor || bytes >= (1ull << 40))
+        rs_die("a sender sends 1 TiB or more of one tensor");
+}
+
+static int tb_cmp(const void *a, const void *b)
+{
+    const tb_rec *x = a, *y = b;
+    if (x->s != y->s) return x->s < y->s ? -1 : 1;
+    return x->tensor < y->tensor ? -1 : x->tensor > y->tensor;
+}
+
+/* ---- step builders ---- */
+
+static uint32_t sb_get(pl_ctx *c, uint32_t rank, uint8_t lane, int32_t round)
+{
+    uint32_t *slot;
+    if (round < 0) {
+        slot = &c->local_step[rank];
+    } else {
+        pl_u32vec *v = &c->rank_steps[rank * 2 + lane];
+        while (v->n <= (size_t)round) rs_vec_push(v, RS_NONE);
+        slot = &v->v[round];
+    }
+    if (*slot == RS_NONE) {
+        pl_stepb b;
+        memset(&b, 0, sizeof b);
+        b.rank = rank;
+        b.round = round;
+        b.lane = lane;
+        *slot = (uint32_t)c->steps.n;
+        rs_vec_push(&c->steps, b);
+        if (round >= 0 && (uint32_t)round + 1 > c->nrounds) c->nrounds = (uint32_t)round + 1;
+    }
+    return *slot;
+}
+
+/* ---- affine merging of ops ---- */
+
+static uint64_t desc_span(const rs_desc *d)
+{
+    uint64_t span = d->count[d->ndim - 1];
+    for (int i = (int)d->ndim - 2; i >= 0; i--)
+        if (d->count[i] > 1) span = (d->count[i] - 1) * d->stride[i] + span;
+    return span;
+}
+
+static int side_is_staging(const pl_pop *p, int side) { return p->sym == side + 1; }
+
+/* Same dims (counts, strides and item steps) from dim `ya` of y and `xa` of x on. */
+static int same_dims(const pl_pop *y, int side, uint32_t ya, const pl_pop *x, uint32_t xa)
+{
+    const rs_desc *a = &y->d[side], *b = &x->d[side];
+    if (a->ndim - ya != b->ndim - xa) return 0;
+    for (uint32_t i = 0; i + ya < a->ndim; i++) {
+        if (a->count[ya + i] != b->count[xa + i] || a->stride[ya + i] != b->stride[xa + i]) return 0;
+        if (side_is_staging(y, side) && y->dl[ya + i] != x->dl[xa + i]) return 0;
+    }
+    return 1;
+}
+
+/* Try to make x part of y (y grows, x is dropped). */
+static int try_extend(pl_pop *y, const pl_pop *x)
+{
+    if (y->code != x->code || y->sym != x->sym) return 0;
+    /* contiguous append: one-dim on both sides, x starts where y ends */
+    if (y->d[0].ndim == 1 && y->d[1].ndim == 1 && x->d[0].ndim == 1 && x->d[1].ndim == 1 &&
+        (!y->sym || y->item == x->item)) {
+        int ok = 1;
+        for (int s = 0; s < 2; s++)
+            if (x->d[s].offset != y->d[s].offset + y->d[s].count[0]) ok = 0;
+        if (ok) {
+            y->d[0].count[0] += x->d[0].count[0];
+            y->d[1].count[0] += x->d[1].count[0];
+            if (y->tensor != x->tensor) y->tensor = RS_NONE;
+            return 1;
+        }
+    }
+    /* (a) one more step of y's outermost dim */
+    int ok = 1;
+    for (int s = 0; s < 2 && ok; s++) {
+        const rs_desc *a = &y->d[s], *b = &x->d[s];
+        if (a->ndim != b->ndim + 1 || !same_dims(y, s, 1, x, 0)) ok = 0;
+        else if (b->offset != a->offset + a->count[0] * a->stride[0]) ok = 0;
+        else if (side_is_staging(y, s) && x->item != y->item + (int64_t)a->count[0] * y->dl[0]) ok = 0;
+    }
+    if (ok) {
+        y->d[0].count[0]++;
+        y->d[1].count[0]++;
+        if (y->tensor != x->tensor) y->tensor = RS_NONE;
+        return 1;
+    }
+    /* (b) a new outer dim of two */
+    ok = 1;
+    int64_t delta[2], dl = 0;
+    for (int s = 0; s < 2 && ok; s++) {
+        const rs_desc *a = &y->d[s], *b = &x->d[s];
+        if (a->ndim != b->ndim || a->ndim + 1 > RS_DESC_MAX_DIMS || !same_dims(y, s, 0, x, 0)) {
+            ok = 0;
+            break;
+        }
+        delta[s] = (int64_t)(b->offset - a->offset);
+        if (side_is_staging(y, s)) {
+            dl = x->item - y->item;
+            if (dl < 0 || (dl == 0 && (delta[s] <= 0 || (uint64_t)delta[s] < desc_span(a)))) ok = 0;
+        } else if (delta[s] <= 0 || (uint64_t)delta[s] < desc_span(a)) {
+            ok = 0;
+        }
+    }
+    if (!ok) return 0;
+    for (int s = 0; s < 2; s++) {
+        rs_desc *a = &y->d[s];
+        memmove(a->count + 1, a->count, a->ndim * sizeof a->count[0]);
+        memmove(a->stride + 1, a->stride, a->ndim * sizeof a->stride[0]);
+        if (side_is_staging(y, s)) memmove(y->dl + 1, y->dl, a->ndim * sizeof y->dl[0]);
+        a->ndim++;
+        a->count[0] = 2;
+        a->stride[0] = (uint64_t)delta[s];
+        if (side_is_staging(y, s)) y->dl[0] = (int32_t)dl;
+    }
+    if (y->tensor != x->tensor) y->tensor = RS_NONE;
+    return 1;
+}
+
+static void add_pop(pl_ctx *c, uint32_t sbid, const pl_pop *x)
+{
+    pl_stepb *b = &c->steps.v[sbid];
+    uint64_t k0 = (uint64_t)sbid << 8 | x->code, k1 = (uint64_t)x->d[0].loc << 32 | x->d[1].loc;
+    int created;
+    uint64_t *e = pl_map_put(&c->merge, k0, k1, &created);
+    uint32_t cur = (uint32_t)(*e & 0xffffffffu), prev = (uint32_t)(*e >> 32);
+    if (cur && try_extend(&b->pops.v[cur - 1], x)) return;
+    if (cur) {
+        if (prev && try_extend(&b->pops.v[prev - 1], &b->pops.v[cur - 1])) b->pops.v[cur - 1].dead = 1;
+        else prev = cur;
+    }
+    rs_vec_push(&b->pops, *x);
+    cur = (uint32_t)b->pops.n;
+    *e = (uint64_t)prev << 32 | cur;
+}
+
+static void close_merges(pl_ctx *c)
+{
+    pl_map *m = &c->merge;
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!m->used[i]) continue;
+        uint32_t sbid = (uint32_t)(m->k[2 * i] >> 8);
+        uint32_t cur = (uint32_t)(m->v[i] & 0xffffffffu), prev = (uint32_t)(m->v[i] >> 32);
+        pl_stepb *b = &c->steps.v[sbid];
+        if (cur && prev && try_extend(&b->pops.v[prev - 1], &b->pops.v[cur - 1])) b->pops.v[cur - 1].dead = 1;
+    }
+    pl_map_free(m);
+}
+
+/* ---- segments ---- */
+
+static uint32_t seg_new(pl_ctx *c, uint8_t lane, uint32_t s, uint32_t r, uint32_t round, uint32_t fset,
+                        int direct, uint32_t tensor)
+{
+    pl_seg g;
+    memset(&g, 0, sizeof g);
+    g.s = s;
+    g.r = r;
+    g.round = round;
+    g.fset = fset;
+    g.lane = lane;
+    g.direct = (uint8_t)direct;
+    g.src_loc = g.dst_loc = RS_NONE;
+    uint32_t id = (uint32_t)c->segs.n;
+    uint32_t sbid = sb_get(c, s, lane, (int32_t)round);
+    pl_stepb *sb = &c->steps.v[sbid];
+    g.out_idx = (uint32_t)sb->out.n;
+    rs_vec_push(&sb->out, id);
+    uint32_t rbid = sb_get(c, r, lane, (int32_t)round);
+    pl_stepb *rb = &c->steps.v[rbid];
+    g.in_idx = (uint32_t)rb->in.n;
+    rs_vec_push(&rb->in, (uint64_t)id << 1);
+    uint32_t nf;
+    const uint32_t *f = pl_intern_list(&c->fsets, fset, &nf);
+    g.inst = (uint32_t)c->insts.n;
+    g.ninst = nf;
+    if (nf) sb_get(c, r, RS_LANE_NVL, (int32_t)round); /* the forwarder's fan-out step */
+    for (uint32_t q = 0; q < nf; q++) {
+        pl_inst in;
+        memset(&in, 0, sizeof in);
+        in.seg = id;
+        in.f = f[q];
+        in.dst_loc = RS_NONE;
+        uint32_t fbid = sb_get(c, f[q], RS_LANE_NVL, (int32_t)round);
+        pl_stepb *fb = &c->steps.v[fbid];
+        in.in_idx = (uint32_t)fb->in.n;
+        rs_vec_push(&fb->in, (uint64_t)c->insts.n << 1 | 1);
+        rs_vec_push(&c->insts, in);
+    }
+    (void)tensor;
+    rs_vec_push(&c->segs, g);
+    return id;
+}
+
+static uint64_t usage_at(pl_ctx *c, uint32_t rank, uint32_t k)
+{
+    return k < c->usage[rank].n ? c->usage[rank].v[k] : 0;
+}
+
+static void usage_add(pl_ctx *c, uint32_t rank, uint32_t k, uint64_t add)
+{
+    if (!add) return;
+    while (c->usage[rank].n <= k) rs_vec_push(&c->usage[rank], 0);
+    c->usage[rank].v[k] += add;
+}
+
+/* ---- pass work ---- */
+
+static void set_local(pl_pop *p, int side, uint32_t loc, const rs_desc *d)
+{
+    p->d[side] = *d;
+    p->d[side].loc = loc;
+}
+
+static void set_staging(pl_pop *p, int side, uint32_t item, uint64_t off, uint64_t bytes)
+{
+    memset(&p->d[side], 0, sizeof p->d[side]);
+    p->d[side].loc = RS_LOC_STAGING;
+    p->d[side].ndim = 1;
+    p->d[side].offset = off;
+    p->d[side].count[0] = bytes;
+    p->d[side].stride[0] = 1;
+    p->sym = (uint8_t)(side + 1);
+    p->item = (int32_t)item;
+    memset(p->dl, 0, sizeof p->dl);
+}
+
+typedef struct {
+    pl_bmap sm, dm;
+    uint32_t sloc;        /* source binding on the sender */
+    uint32_t dloc;        /* destination binding on the receiver */
+    uint32_t nf;
+    const uint32_t *f;
+    uint32_t floc[64];
+    uint32_t *flocs;
+} chunk_env;
+
+static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_env *E, const int64_t *lo,
+                      const int64_t *hi)
+{
+    rs_desc sd, dd;
+    if (pl_bmap_desc(&E->sm, lo, hi, &sd) != 1 || pl_bmap_desc(&E->dm, lo, hi, &dd) != 1)
+        rs_die("chunk does not map to one region");
+    uint64_t bytes = pl_box_elems(cell->ndim, lo, hi) * cell->es;
+    c->st->chunks++;
+    pl_pop x;
+    memset(&x, 0, sizeof x);
+    x.tensor = cell->tensor;
+    if (p->kind == PL_LOCAL) {
+        x.code = RS_OP_COPY;
+        set_local(&x, 0, E->sloc, &sd);
+        set_local(&x, 1, E->dloc, &dd);
+        add_pop(c, sb_get(c, p->r, RS_LANE_NVL, -1), &x);
+        return 0;
+    }
+    uint8_t lane = p->kind == PL_NET ? RS_LANE_NET : RS_LANE_NVL;
+    pl_sender *S = &c->snd[p->s];
+    while (S->cursor < S->tb.n && (uint32_t)(S->tb.v[S->cursor] >> 40) < cell->tensor) S->cursor++;
+    rs_assert(S->cursor < S->tb.n && (uint32_t)(S->tb.v[S->cursor] >> 40) == cell->tensor);
+    uint32_t w = S->win.v[S->cursor];
+    uint32_t fi = flow_get(c, lane, p->s, p->r, 0);
+    uint32_t wi = c->flows.v[fi].win_base + w;
+    uint64_t off = c->fw_base[wi] + c->fw_run[wi];
+    c->fw_run[wi] += bytes;
+    uint32_t k = (uint32_t)(off / c->cs);
+
+    int direct = bytes >= c->o->zero_copy_min && (sd.ndim == 1 || dd.ndim == 1);
+    int zc_src = direct && sd.ndim == 1;
+    int zc_dst = direct && p->fset == 0 && dd.ndim == 1;
+    int zc_f = direct && dd.ndim == 1;
+    uint64_t cs_ = zc_src ? 0 : bytes + ALIGN, cr = (p->fset || !zc_dst) ? bytes + ALIGN : 0,
+             cf = zc_f ? 0 : bytes + ALIGN;
+    for (;; k++) {
+        if (usage_at(c, p->s, k) + cs_ > c->half) continue;
+        if (cr && usage_at(c, p->r, k) + cr > c->half) continue;
+        int ok = 1;
+        for (uint32_t q = 0; q < E->nf && ok; q++)
+            if (cf && usage_at(c, E->f[q], k) + cf > c->half) ok = 0;
+        if (ok) break;
+    }
+    usage_add(c, p->s, k, cs_);
+    usage_add(c, p->r, k, cr);
+    for (uint32_t q = 0; q < E->nf; q++) usage_add(c, E->f[q], k, cf);
+
+    uint32_t gid;
+    if (direct) {
+        gid = seg_new(c, lane, p->s, p->r, k, p->fset, 1, cell->tensor);
+    } else {
+        int created;
+        uint64_t *v = pl_map_put(&c->seg_index, (uint64_t)lane << 62 | (uint64_t)p->s << 32 | p->r,
+                                 (uint64_t)k << 32 | p->fset, &created);
+        if (created) *v = seg_new(c, lane, p->s, p->r, k, p->fset, 0, cell->tensor);
+        gid = (uint32_t)*v;
+    }
+    pl_seg *g = &c->segs.v[gid];
+    uint64_t y = g->bytes;
+    g->bytes += bytes;
+    if (zc_src) {
+        g->zc_src = 1;
+        g->src_loc = E->sloc;
+        g->src_off = sd.offset;
+    } else {
+        x.code = RS_OP_PACK;
+        set_local(&x, 0, E->sloc, &sd);
+        set_staging(&x, 1, g->out_idx, y, bytes);
+        add_pop(c, sb_get(c, p->s, lane, (int32_t)k), &x);
+    }
+    if (zc_dst) {
+        g->zc_dst = 1;
+        g->dst_loc = E->dloc;
+        g->dst_off = dd.offset;
+    } else {
+        memset(&x, 0, sizeof x);
+        x.tensor = cell->tensor;
+        x.code = RS_OP_UNPACK;
+        set_staging(&x, 0, g->in_idx, y, bytes);
+        set_local(&x, 1, E->dloc, &dd);
+        add_pop(c, sb_get(c, p->r, lane, (int32_t)k), &x);
+    }
+    for (uint32_t q = 0; q < E->nf; q++) {
+        pl_inst *in = &c->insts.v[g->inst + q];
+        rs_assert(in->f == E->f[q]);
+        if (zc_f) {
+            in->zc = 1;
+            in->dst_loc = E->flocs[q];
+            in->dst_off = dd.offset;
+        } else {
+            memset(&x, 0, sizeof x);
+            x.tensor = cell->tensor;
+            x.code = RS_OP_UNPACK;
+            set_staging(&x, 0, in->in_idx, y, bytes);
+            set_local(&x, 1, E->flocs[q], &dd);
+            add_pop(c, sb_get(c, E->f[q], RS_LANE_NVL, (int32_t)k), &x);
+        }
+    }
+    return 0;
+}
+
+/* Split [lo, hi) until both maps take every piece as one region; emit the pieces in order. */
+static int emit_aligned(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_env *E, const int64_t *lo,
+                        const int64_t *hi)
+{
+    if (E->sm.simple && E->dm.simple) return emit_chunk(c, cell, p, E, lo, hi);
+    rs_vec(int64_t) stack = {0}; /* boxes: lo[PL_ND] then hi[PL_ND]; the top is processed next */
+    rs_vec_reserve(&stack, 2 * PL_ND);
+    memcpy(stack.v, lo, PL_ND * sizeof *lo);
+    memcpy(stack.v + PL_ND, hi, PL_ND * sizeof *hi);
+    stack.n = 2 * PL_ND;
+    int rc = 0;
+    while (stack.n && !rc) {
+        int64_t l[PL_ND], h[PL_ND];
+        stack.n -= 2 * PL_ND;
+        memcpy(l, stack.v + stack.n, sizeof l);
+        memcpy(h, stack.v + stack.n + PL_ND, sizeof h);
+        uint32_t d;
+        int64_t cut;
+        if (!pl_bmap_cut(&E->sm, l, h, &d, &cut) && !pl_bmap_cut(&E->dm, l, h, &d, &cut)) {
+            rc = emit_chunk(c, cell, p, E, l, h);
+            continue;
+        }
+        rs_vec_reserve(&stack, 4 * PL_ND);
+        int64_t *a = stack.v + stack.n, *b = a + 2 * PL_ND;
+        /* second half below, first half on top */
+        memcpy(a, l, sizeof l);
+        memcpy(a + PL_ND, h, sizeof h);
+        a[d] = cut;
+        memcpy(b, l, sizeof l);
+        memcpy(b + PL_ND, h, sizeof h);
+        b[PL_ND + d] = cut;
+        stack.n += 4 * PL_ND;
+    }
+    rs_vec_free(&stack);
+    return rc;
+}
+
+static int part_pass3(pl_ctx *c, const pl_cell *cell, const pl_part *p)
+{
+    const rs_layout *L = c->L;
+    chunk_env E;
+    E.nf = 0;
+    E.f = NULL;
+    E.flocs = E.floc;
+    /* source map: the sender's block of its piece */
+    uint32_t ci = 0;
+    while (ci < cell->ncover && cell->cover_slot[ci] != p->sslot) ci++;
+    rs_assert(ci < cell->ncover);
+    int64_t slo[PL_ND], shi[PL_ND];
+    pl_block_of(c, p->sslot, cell->cover_ks[ci], slo, shi);
+    uint32_t sgi = c->t->piece_begin + p->sslot, dgi = c->t->piece_begin + cell->dslot;
+    if (pl_bmap_build(L, sgi, slo, shi, &E.sm))
+        return pl_fail(c, sgi, "tensor '%s': a block does not fill its box in buffer '%s' (element counts differ)",
+                       c->t->name, L->buffers[L->pieces[sgi].buffer].name);
+    if (pl_bmap_build(L, dgi, cell->dlo, cell->dhi, &E.dm))
+        return pl_fail(c, dgi, "tensor '%s': a block does not fill its box in buffer '%s' (element counts differ)",
+                       c->t->name, L->buffers[L->pieces[dgi].buffer].name);
+    E.sloc = pl_binding(c, p->s, L->pieces[sgi].buffer);
+    E.dloc = pl_binding(c, p->r, L->pieces[dgi].buffer);
+    rs_assert(E.sloc != RS_NONE && E.dloc != RS_NONE);
+    if (p->kind == PL_NET) {
+        E.f = pl_intern_list(&c->fsets, p->fset, &E.nf);
+        if (E.nf > 64) E.flocs = pl_alloc(&c->ar, E.nf * sizeof *E.flocs);
+        for (uint32_t q = 0; q < E.nf; q++) {
+            E.flocs[q] = pl_binding(c, E.f[q], L->pieces[dgi].buffer);
+            rs_assert(E.flocs[q] != RS_NONE);
+        }
+    }
+    if (p->kind == PL_LOCAL || p->bytes <= c->pmax) return emit_aligned(c, cell, p, &E, p->lo, p->hi);
+    /* chunks of at most pmax bytes */
+    uint32_t k = (uint32_t)((p->bytes + c->pmax - 1) / c->pmax);
+    int64_t (*box)[2 * PL_ND] = rs_xmalloc(k * sizeof *box);
+    uint32_t m = pl_box_split(cell->ndim, p->lo, p->hi, k, box);
+    int rc = 0;
+    for (uint32_t i = 0; i < m && !rc; i++) {
+        uint64_t b = pl_box_elems(cell->ndim, box[i], box[i] + PL_ND) * cell->es;
+        if (b > c->pmax) {
+            pl_part q = *p;
+            memcpy(q.lo, box[i], sizeof q.lo);
+            memcpy(q.hi, box[i] + PL_ND, sizeof q.hi);
+            q.bytes = b;
+            rc = part_pass3(c, cell, &q);
+        } else {
+            rc = emit_aligned(c, cell, p, &E, box[i], box[i] + PL_ND);
+        }
+    }
+    free(box);
+    return rc;
+}
+
+int pl_do_part(pl_ctx *c, const pl_cell *cell, const pl_part *p)
+{
+    if (p->kind == PL_LOCAL) return c->pass == 3 ? part_pass3(c, cell, p) : 0;
+    uint8_t lane = p->kind == PL_NET ? RS_LANE_NET : RS_LANE_NVL;
+    if (c->pass == 1) {
+        if (p->s == RS_NONE) return 0; /* several holders: after LPT */
+        sender_add(c, p->s, cell->tensor, p->bytes);
+        flow_get(c, lane, p->s, p->r, 1);
+        return 0;
+    }
+    if (c->pass == 2) {
+        if (lane == RS_LANE_NET) c->st->rank_net_out[p->s] += p->bytes;
+        pl_sender *S = &c->snd[p->s];
+        while (S->cursor < S->tb.n && (uint32_t)(S->tb.v[S->cursor] >> 40) < cell->tensor) S->cursor++;
+        rs_assert(S->cursor < S->tb.n && (uint32_t)(S->tb.v[S->cursor] >> 40) == cell->tensor);
+        uint32_t fi = flow_get(c, lane, p->s, p->r, 0);
+        c->fw_bytes[c->flows.v[fi].win_base + S->win.v[S->cursor]] += p->bytes;
+        return 0;
+    }
+    return part_pass3(c, cell, p);
+}
+
+/* ---- between passes ---- */
+
+static int flow_cmp_ctx(const void *a, const void *b, void *ctx)
+{
+    const pl_flow *f = ctx;
+    const pl_flow *x = &f[*(const uint32_t *)a], *y = &f[*(const uint32_t *)b];
+    if (x->r != y->r) return x->r < y->r ? -1 : 1;
+    return x->lane < y->lane ? -1 : x->lane > y->lane;
+}
+
+void pl_after_pass1(pl_ctx *c)
+{
+    /* sender lists: tensor-ordered entries (tensor << 40 | bytes would cap bytes; entries carry the tensor
+     * in the high 24 bits and an index into a bytes array would be cleaner, but per-sender bytes per tensor
+     * stay far below 2^40 B; checked) */
+    if (c->lpt.n) {
+        tb_rec *add = rs_xmalloc(c->lpt.n * sizeof *add);
+        for (size_t i = 0; i < c->lpt.n; i++) {
+            const pl_lpt *q = &c->lpt.v[i];
+            uint32_t s = c->lpt_choice[q->seq];
+            add[i] = (tb_rec){s, q->tensor, q->bytes};
+            flow_get(c, RS_LANE_NET, s, q->r, 1);
+        }
+        qsort(add, c->lpt.n, sizeof *add, tb_cmp);
+        for (size_t i = 0; i < c->lpt.n;) {
+            uint32_t s = add[i].s;
+            size_t j = i;
+            while (j < c->lpt.n && add[j].s == s) j++;
+            pl_sender *x = &c->snd[s];
+            rs_vec(uint64_t) merged = {0};
+            size_t a = 0, b = i;
+            while (a < x->tb.n || b < j) {
+                uint32_t ta = a < x->tb.n ? (uint32_t)(x->tb.v[a] >> 40) : UINT32_MAX;
+                uint32_t tbb = b < j ? add[b].tensor : UINT32_MAX;
+                uint32_t t = ta < tbb ? ta : tbb;
+                uint64_t bytes = 0;
+                while (a < x->tb.n && (uint32_t)(x->tb.v[a] >> 40) == t) bytes += x->tb.v[a++] & ((1ull << 40) - 1);
+                while (b < j && add[b].tensor == t) bytes += add[b++].bytes;
+                if (bytes >= (1ull << 40)) rs_die("a sender sends 1 TiB or more of one tensor");
+                rs_vec_push(&merged, (uint64_t)t << 40 | bytes);
+            }
+            rs_vec_free(&x->tb);
+            x->tb.v = merged.v;
+            x->tb.n = merged.n;
+            x->tb.cap = merged.cap;
+            x->win.n = 0;
+            for (size_t q = 0; q < x->tb.n; q++) rs_vec_push(&x->win, 0);
+            i = j;
+        }
+        free(add);
+    }
+    /* flows per sender, by receiver */
+    for (size_t f = 0; f < c->flows.n; f++) rs_vec_push(&c->snd[c->flows.v[f].s].flows, (uint32_t)f);
+    uint32_t nfw = 0;
+    for (uint32_t s = 0; s < c->world; s++) {
+        pl_sender *x = &c->snd[s];
+        if (!x->flows.n) continue;
+        qsort_r(x->flows.v, x->flows.n, sizeof *x->flows.v, flow_cmp_ctx, c->flows.v);
+        x->total = 0;
+        for (size_t q = 0; q < x->tb.n; q++) {
+            uint64_t b = x->tb.v[q] & ((1ull << 40) - 1);
+            if (b >= (1ull << 40) - 1) rs_die("a sender sends 1 TiB or more of one tensor");
+            x->total += b;
+        }
+        /* windows: a round covers about sqrt-balanced tiles of (tensors x receivers) */
+        double rounds = (double)x->total / (double)c->cs;
+        double nb = (double)x->tb.n, nr = (double)x->flows.n;
+        uint32_t W = 1;
+        if (rounds > 1) {
+            double w = 0;
+            for (double g = 1; g * g <= nb * rounds / nr + 0.25 && g <= nb; g++) w = g;
+            W = w < 1 ? 1 : (uint32_t)w;
+        }
+        uint64_t cum = 0;
+        uint32_t maxw = 0;
+        for (size_t q = 0; q < x->tb.n; q++) {
+            uint32_t wq = x->total ? (uint32_t)((__uint128_t)cum * W / x->total) : 0;
+            if (wq >= W) wq = W - 1;
+            x->win.v[q] = wq;
+            if (wq > maxw) maxw = wq;
+            cum += x->tb.v[q] & ((1ull << 40) - 1);
+        }
+        x->nwin = maxw + 1;
+        for (size_t q = 0; q < x->flows.n; q++) {
+            c->flows.v[x->flows.v[q]].win_base = nfw;
+            nfw += x->nwin;
+        }
+        x->cursor = 0;
+    }
+    c->nfw = nfw;
+    c->fw_bytes = rs_xcalloc(nfw + 1, sizeof *c->fw_bytes);
+    c->fw_base = rs_xcalloc(nfw + 1, sizeof *c->fw_base);
+    c->fw_run = rs_xcalloc(nfw + 1, sizeof *c->fw_run);
+    c->last_flow_key = 0;
+}
+
+void pl_after_pass2(pl_ctx *c)
+{
+    uint32_t nsenders = 0;
+    for (uint32_t s = 0; s < c->world; s++)
+        if (c->snd[s].flows.n) nsenders++;
+    uint32_t ord = 0;
+    for (uint32_t s = 0; s < c->world; s++) {
+        pl_sender *x = &c->snd[s];
+        x->cursor = 0;
+        if (!x->flows.n) continue;
+        uint32_t nr = (uint32_t)x->flows.n;
+        uint32_t phi = (uint32_t)((uint64_t)ord * nr / nsenders);
+        ord++;
+        uint64_t cur = 0;
+        for (uint32_t w = 0; w < x->nwin; w++)
+            for (uint32_t q = 0; q < nr; q++) {
+                const pl_flow *f = &c->flows.v[x->flows.v[(phi + q) % nr]];
+                c->fw_base[f->win_base + w] = cur;
+                cur += c->fw_bytes[f->win_base + w];
+            }
+    }
+    c->last_flow_key = 0;
+    c->rank_steps = rs_xcalloc((size_t)c->world * 2, sizeof *c->rank_steps);
+    c->local_step = rs_xmalloc(c->world * sizeof *c->local_step);
+    for (uint32_t r = 0; r < c->world; r++) c->local_step[r] = RS_NONE;
+    c->usage = rs_xcalloc(c->world, sizeof *c->usage);
+}
+
+/* ---- finalize: staging layout, messages, waits, resolved ops ---- */
+
+typedef struct {
+    rs_vec(rs_op) ops;
+    rs_vec(rs_desc) descs;
+    rs_vec(rs_step) steps;
+    rs_vec(uint32_t) waits;
+} prog_out;
+
+typedef struct {
+    uint32_t peer, kind, key;
+    uint32_t loc;
+    uint64_t off, bytes;
+    uint32_t tensor;
+} msg;
+
+typedef rs_vec(msg) msg_vec;
+
+static int msg_cmp(const void *a, const void *b)
+{
+    const msg *x = a, *y = b;
+    if (x->peer != y->peer) return x->peer < y->peer ? -1 : 1;
+    if (x->kind != y->kind) return x->kind < y->kind ? -1 : 1;
+    return x->key < y->key ? -1 : x->key > y->key;
+}
+
+/* Staging offset of item i of a step list (out: the seg's sender base; in: receiver or instance base). */
+static uint64_t item_base(const pl_ctx *c, const pl_stepb *b, int out, int64_t i)
+{
+    if (out) return c->segs.v[b->out.v[i]].sbase;
+    uint64_t it = b->in.v[i];
+    if (it & 1) return c->insts.v[it >> 1].base;
+    return c->segs.v[it >> 1].rbase;
+}
+
+static void desc_check_ok(const rs_desc *d, int *ok)
+{
+    uint64_t span = d->count[d->ndim - 1];
+    for (int i = (int)d->ndim - 2; i >= 0; i--) {
+        if (d->count[i] > 1) {
+            if ((int64_t)d->stride[i] < 0 || d->stride[i] < span) {
+                *ok = 0;
+                return;
+            }
+            span = (d->count[i] - 1) * d->stride[i] + span;
+        }
+    }
+}
+
+static void put_op(prog_out *o, const pl_pop *p)
+{
+    rs_op op;
+    memset(&op, 0, sizeof op);
+    op.code = p->code;
+    op.tensor = p->tensor;
+    op.src = (uint32_t)o->descs.n;
+    op.dst = op.src + 1;
+    op.bytes = rs_desc_bytes(&p->d[0]);
+    op.peer = RS_NONE;
+    op.loc = RS_NONE;
+    rs_vec_push(&o->descs, p->d[0]);
+    rs_vec_push(&o->descs, p->d[1]);
+    rs_vec_push(&o->ops, op);
+}
+
+/* Resolve the staging side of p (items -> offsets); split along dims whose items are not evenly spaced. */
+static void resolve(const pl_ctx *c, const pl_stepb *b, const pl_pop *p, prog_out *o)
+{
+    if (!p->sym) {
+        put_op(o, p);
+        return;
+    }
+    int side = p->sym - 1, out = p->code == RS_OP_PACK;
+    const rs_desc *d = &p->d[side];
+    /* dims stepping through items */
+    uint32_t nd = d->ndim;
+    int any = 0;
+    for (uint32_t i = 0; i < nd; i++)
+        if (p->dl[i]) any = 1;
+    pl_pop q = *p;
+    uint64_t b0 = item_base(c, b, out, p->item);
+    if (!any) {
+        q.d[side].offset = b0 + d->offset;
+        q.sym = 0;
+        int ok = 1;
+        desc_check_ok(&q.d[side], &ok);
+        rs_assert(ok);
+        put_op(o, &q);
+        return;
+    }
+    /* actual strides from the first step of every item dim; check every combination */
+    int ok = 1;
+    uint64_t strides[RS_DESC_MAX_DIMS];
+    for (uint32_t i = 0; i < nd; i++) {
+        strides[i] = d->stride[i];
+        if (p->dl[i] && d->count[i] > 1)
+            strides[i] = item_base(c, b, out, p->item + p->dl[i]) - b0 + d->stride[i];
+    }
+    uint32_t idx[RS_DESC_MAX_DIMS] = {0};
+    for (;;) {
+        int64_t item = p->item;
+        uint64_t rel = d->offset, want = d->offset;
+        for (uint32_t i = 0; i < nd; i++) {
+            if (!p->dl[i]) continue;
+            item += (int64_t)idx[i] * p->dl[i];
+            rel += idx[i] * d->stride[i];
+            want += idx[i] * strides[i];
+        }
+        if (item_base(c, b, out, item) - b0 + rel != want) {
+            ok = 0;
+            break;
+        }
+        int i = (int)nd - 1;
+        for (; i >= 0; i--) {
+            if (!p->dl[i]) continue;
+            if (++idx[i] < d->count[i]) break;
+            idx[i] = 0;
+        }
+        if (i < 0) break;
+    }
+    if (ok) {
+        for (uint32_t i = 0; i < nd; i++) q.d[side].stride[i] = strides[i];
+        memset(q.dl, 0, sizeof q.dl);
+        q.d[side].offset = b0 + d->offset;
+        q.sym = 0;
+        desc_check_ok(&q.d[side], &ok);
+        if (ok) {
+            put_op(o, &q);
+            return;
+        }
+    }
+    /* split the outermost dim (it steps items or its stride broke the layout) */
+    uint32_t k = 0;
+    while (k + 1 < nd && d->count[k] == 1) k++;
+    rs_assert(nd > 1 || p->dl[0]);
+    for (uint64_t i = 0; i < d->count[k]; i++) {
+        pl_pop s = *p;
+        for (int sd = 0; sd < 2; sd++) {
+            rs_desc *e = &s.d[sd];
+            e->offset += i * p->d[sd].stride[k];
+            memmove(e->count + k, e->count + k + 1, (e->ndim - k - 1) * sizeof e->count[0]);
+            memmove(e->stride + k, e->stride + k + 1, (e->ndim - k - 1) * sizeof e->stride[0]);
+            if (sd == side) memmove(s.dl + k, s.dl + k + 1, (e->ndim - k - 1) * sizeof s.dl[0]);
+            e->ndim--;
+        }
+        s.item = p->item + (int32_t)(i * (uint64_t)(int64_t)p->dl[k]);
+        if (s.d[0].ndim == 0 || s.d[1].ndim == 0) rs_die("split of a one-dim op");
+        resolve(c, b, &s, o);
+    }
+}
+
+/* Lay out one step's out and in lists from `base`; returns the end. */
+static uint64_t layout_step(pl_ctx *c, pl_stepb *b, uint64_t at)
+{
+    /* out: coalesced segments of one message together (in list order), others alone */
+    for (size_t i = 0; i < b->out.n; i++) {
+        pl_seg *g = &c->segs.v[b->out.v[i]];
+        if (g->zc_src || g->sbase != UINT64_MAX) continue;
+        if (g->direct) {
+            g->sbase = at;
+            at = align_up(at + g->bytes);
+            continue;
+        }
+        g->sbase = at;
+        at += g->bytes;
+        for (size_t j = i + 1; j < b->out.n; j++) {
+            pl_seg *h = &c->segs.v[b->out.v[j]];
+            if (!h->direct && h->r == g->r && h->sbase == UINT64_MAX) {
+                h->sbase = at;
+                at += h->bytes;
+            }
+        }
+        at = align_up(at);
+    }
+    for (size_t i = 0; i < b->in.n; i++) {
+        uint64_t it = b->in.v[i];
+        if (it & 1) {
+            pl_inst *in = &c->insts.v[it >> 1];
+            if (in->zc) continue;
+            in->base = at;
+            at = align_up(at + c->segs.v[in->seg].bytes);
+            continue;
+        }
+        pl_seg *g = &c->segs.v[it >> 1];
+        if ((g->zc_dst && !g->ninst) || g->rbase != UINT64_MAX) continue;
+        if (g->direct) {
+            g->rbase = at;
+            at = align_up(at + g->bytes);
+            continue;
+        }
+        g->rbase = at;
+        at += g->bytes;
+        for (size_t j = i + 1; j < b->in.n; j++) {
+            if (b->in.v[j] & 1) continue;
+            pl_seg *h = &c->segs.v[b->in.v[j] >> 1];
+            if (!h->direct && h->s == g->s && h->rbase == UINT64_MAX) {
+                h->rbase = at;
+                at += h->bytes;
+            }
+        }
+        at = align_up(at);
+    }
+    return at;
+}
+
+/* Messages of a step: sends and receives (coalesced ones per peer, single segments, forwards). */
+static void step_msgs(pl_ctx *c, const pl_stepb *b, const pl_stepb *fwd_from, msg_vec *snd, msg_vec *rcv)
+{
+    snd->n = rcv->n = 0;
+    for (size_t i = 0; i < b->out.n; i++) {
+        const pl_seg *g = &c->segs.v[b->out.v[i]];
+        if (g->direct) {
+            msg m = {g->r, 1, b->out.v[i], g->zc_src ? g->src_loc : RS_LOC_STAGING, g->zc_src ? g->src_off : g->sbase,
+                     g->bytes, RS_NONE};
+            rs_vec_push(snd, m);
+            continue;
+        }
+        /* the coalesced message to g->r: first segment found starts it */
+        size_t k = 0;
+        for (; k < snd->n; k++)
+            if (snd->v[k].peer == g->r && snd->v[k].kind == 0) break;
+        if (k == snd->n) {
+            msg m = {g->r, 0, 0, RS_LOC_STAGING, g->sbase, 0, RS_NONE};
+            rs_vec_push(snd, m);
+        }
+        snd->v[k].bytes += g->bytes;
+        if (g->sbase < snd->v[k].off) snd->v[k].off = g->sbase;
+    }
+    if (fwd_from) {
+        for (size_t i = 0; i < fwd_from->in.n; i++) {
+            uint64_t it = fwd_from->in.v[i];
+            if (it & 1) continue;
+            const pl_seg *g = &c->segs.v[it >> 1];
+            for (uint32_t q = 0; q < g->ninst; q++) {
+                const pl_inst *in = &c->insts.v[g->inst + q];
+                msg m = {in->f, 1, in->seg, RS_LOC_STAGING, g->rbase, g->bytes, RS_NONE};
+                rs_vec_push(snd, m);
+            }
+        }
+    }
+    for (size_t i = 0; i < b->in.n; i++) {
+        uint64_t it = b->in.v[i];
+        if (it & 1) {
+            const pl_inst *in = &c->insts.v[it >> 1];
+            const pl_seg *g = &c->segs.v[in->seg];
+            msg m = {g->r, 1, in->seg, in->zc ? in->dst_loc : RS_LOC_STAGING, in->zc ? in->dst_off : in->base, g->bytes,
+                     RS_NONE};
+            rs_vec_push(rcv, m);
+            continue;
+        }
+        const pl_seg *g = &c->segs.v[it >> 1];
+        if (g->direct) {
+            int zc = g->zc_dst && !g->ninst;
+            msg m = {g->s, 1, (uint32_t)(it >> 1), zc ? g->dst_loc : RS_LOC_STAGING, zc ? g->dst_off : g->rbase,
+                     g->bytes, RS_NONE};
+            rs_vec_push(rcv, m);
+            continue;
+        }
+        size_t k = 0;
+        for (; k < rcv->n; k++)
+            if (rcv->v[k].peer == g->s && rcv->v[k].kind == 0) break;
+        if (k == rcv->n) {
+            msg m = {g->s, 0, 0, RS_LOC_STAGING, g->rbase, 0, RS_NONE};
+            rs_vec_push(rcv, m);
+        }
+        rcv->v[k].bytes += g->bytes;
+        if (g->rbase < rcv->v[k].off) rcv->v[k].off = g->rbase;
+    }
+    if (snd->n > 1) qsort(snd->v, snd->n, sizeof *snd->v, msg_cmp);
+    if (rcv->n > 1) qsort(rcv->v, rcv->n, sizeof *rcv->v, msg_cmp);
+}
+
+static void put_msgs(prog_out *o, const msg_vec *v, int code)
+{
+    for (size_t i = 0; i < v->n; i++) {
+        rs_op op;
+        memset(&op, 0, sizeof op);
+        op.code = (uint8_t)code;
+        op.tensor = v->v[i].tensor;
+        op.peer = v->v[i].peer;
+        op.loc = v->v[i].loc;
+        op.off = v->v[i].off;
+        op.bytes = v->v[i].bytes;
+        rs_vec_push(&o->ops, op);
+    }
+}
+
+static uint32_t step_of(const pl_ctx *c, uint32_t rank, int lane, uint32_t k)
+{
+    const pl_u32vec *v = &c->rank_steps[rank * 2 + lane];
+    return k < v->n ? v->v[k] : RS_NONE;
+}
+
+int pl_finalize(pl_ctx *c, rs_plan *out)
+{
+    close_merges(c);
+    c->st->rounds = c->nrounds;
+    for (size_t i = 0; i < c->segs.n; i++) c->segs.v[i].sbase = c->segs.v[i].rbase = UINT64_MAX;
+    out->ranks = rs_xcalloc(c->world, sizeof *out->ranks);
+    msg_vec snd = {0}, rcv = {0};
+    const rs_layout *L = c->L;
+    for (uint32_t r = 0; r < c->world; r++) {
+        rs_rank_prog *g = &out->ranks[r];
+        g->rank = r;
+        g->loaded = 1;
+        /* bindings */
+        uint32_t nb = c->bind_begin[r + 1] - c->bind_begin[r];
+        g->nbindings = nb;
+        g->bindings = rs_xcalloc(nb + 1, sizeof *g->bindings);
+        for (uint32_t i = 0; i < nb; i++) {
+            uint32_t j = c->bind_begin[r] + i;
+            rs_binding *x = &g->bindings[i];
+            x->buffer = c->bind_buf[j];
+            x->ndim = c->bind_nd[j];
+            memcpy(x->shape, c->bind_shape[j], sizeof x->shape);
+            uint64_t bytes = (uint64_t)rs_dtype_size(L->buffers[x->buffer].dtype);
+            for (uint32_t d = 0; d < x->ndim; d++) bytes *= (uint64_t)x->shape[d];
+            x->bytes = bytes;
+        }
+        /* staging: each round's NET then NVL areas, in half k % 2 */
+        uint32_t nk = 0;
+        for (int lane = 0; lane < 2; lane++) {
+            uint32_t n = (uint32_t)c->rank_steps[r * 2 + lane].n;
+            if (n > nk) nk = n;
+        }
+        uint64_t hmax[2] = {0, 0};
+        uint64_t *used = rs_xcalloc(nk + 1, sizeof *used);
+        for (uint32_t k = 0; k < nk; k++) {
+            uint64_t at = 0;
+            for (int lane = 0; lane < 2; lane++) {
+                uint32_t sb = step_of(c, r, lane, k);
+                if (sb != RS_NONE) at = layout_step(c, &c->steps.v[sb], at);
+            }
+            used[k] = at;
+            if (at > hmax[k & 1]) hmax[k & 1] = at;
+        }
+        uint64_t half_base[2] = {0, align_up(hmax[0])};
+        g->staging_bytes = half_base[1] + hmax[1];
+        if (g->staging_bytes > c->o->staging_bytes) rs_die("rank %u: staging %llu over the budget", r,
+                                                           (unsigned long long)g->staging_bytes);
+        /* shift odd rounds into the second half */
+        for (uint32_t k = 1; k < nk; k += 2)
+            for (int lane = 0; lane < 2; lane++) {
+                uint32_t sb = step_of(c, r, lane, k);
+                if (sb == RS_NONE) continue;
+                pl_stepb *b = &c->steps.v[sb];
+                for (size_t i = 0; i < b->out.n; i++) {
+                    pl_seg *x = &c->segs.v[b->out.v[i]];
+                    if (x->sbase != UINT64_MAX) x->sbase += half_base[1];
+                }
+                for (size_t i = 0; i < b->in.n; i++) {
+                    uint64_t it = b->in.v[i];
+                    if (it & 1) {
+                        pl_inst *in = &c->insts.v[it >> 1];
+                        if (!in->zc) in->base += half_base[1];
+                    } else if (c->segs.v[it >> 1].rbase != UINT64_MAX) {
+                        c->segs.v[it >> 1].rbase += half_base[1];
+                    }
+                }
+            }
+        free(used);
+
+        /* programs */
+        prog_out o;
+        memset(&o, 0, sizeof o);
+        int32_t last_net_waited = -1, last_nvl_waited = -1;
+        int32_t net_step_of_round_le = -1; /* program index of the latest NET step so far */
+        struct { int32_t *v; size_t n, cap; } nvl_prog = {0}, net_prog = {0}; /* round -> program step index */
+        for (int32_t k = -1; k < (int32_t)nk; k++) {
+            for (int lane = 0; lane < 2; lane++) {
+                uint32_t sb = k < 0 ? (lane == RS_LANE_NVL ? c->local_step[r] : RS_NONE) : step_of(c, r, lane, (uint32_t)k);
+                if (sb == RS_NONE) continue;
+                pl_stepb *b = &c->steps.v[sb];
+                const pl_stepb *fwd = NULL;
+                if (lane == RS_LANE_NVL && k >= 0) {
+                    uint32_t nsb = step_of(c, r, RS_LANE_NET, (uint32_t)k);
+                    if (nsb != RS_NONE) fwd = &c->steps.v[nsb];
+                }
+                step_msgs(c, b, fwd, &snd, &rcv);
+                int forwards = 0;
+                if (fwd)
+                    for (size_t i = 0; i < fwd->in.n && !forwards; i++)
+                        if (!(fwd->in.v[i] & 1) && c->segs.v[fwd->in.v[i] >> 1].ninst) forwards = 1;
+                rs_step st;
+                memset(&st, 0, sizeof st);
+                st.lane = (uint8_t)lane;
+                st.wait_begin = (uint32_t)o.waits.n;
+                st.op_begin = (uint32_t)o.ops.n;
+                int32_t me = (int32_t)o.steps.n;
+                if (k >= 0) {
+                    if (lane == RS_LANE_NVL) {
+                        /* fan-out waits for its round's receive; otherwise for the NET step that last used
+                         * this half (round <= k - 2) */
+                        int32_t w = -1;
+                        if (forwards) w = net_prog.v[k];
+                        else
+                            for (int32_t j = k - 2; j >= 0 && w < 0; j--)
+                                if ((size_t)j < net_prog.n && net_prog.v[j] >= 0) w = net_prog.v[j];
+                        if (w > last_net_waited) {
+                            rs_vec_push(&o.waits, (uint32_t)w);
+                            last_net_waited = w;
+                        }
+                    } else {
+                        int32_t w = -1;
+                        for (int32_t j = k - 2; j >= 0 && w < 0; j--)
+                            if ((size_t)j < nvl_prog.n && nvl_prog.v[j] >= 0) w = nvl_prog.v[j];
+                        if (w > last_nvl_waited) {
+                            rs_vec_push(&o.waits, (uint32_t)w);
+                            last_nvl_waited = w;
+                        }
+                    }
+                }
+                /* phase 1, 2, 3 */
+                for (size_t i = 0; i < b->pops.n; i++)
+                    if (!b->pops.v[i].dead && b->pops.v[i].code != RS_OP_UNPACK) resolve(c, b, &b->pops.v[i], &o);
+                put_msgs(&o, &snd, RS_OP_SEND);
+                put_msgs(&o, &rcv, RS_OP_RECV);
+                for (size_t i = 0; i < b->pops.n; i++)
+                    if (!b->pops.v[i].dead && b->pops.v[i].code == RS_OP_UNPACK) resolve(c, b, &b->pops.v[i], &o);
+                st.nwaits = (uint32_t)o.waits.n - st.wait_begin;
+                st.nops = (uint32_t)o.ops.n - st.op_begin;
+                if (st.nops == 0) continue; /* nothing to do (no waits recorded either) */
+                rs_vec_push(&o.steps, st);
+                if (k >= 0) {
+                    __typeof__(net_prog) *pv = lane == RS_LANE_NET ? &net_prog : &nvl_prog;
+                    while (pv->n <= (size_t)k) rs_vec_push(pv, -1);
+                    pv->v[k] = me;
+                    if (lane == RS_LANE_NET) net_step_of_round_le = me;
+                }
+                rs_vec_free(&b->pops);
+            }
+        }
+        (void)net_step_of_round_le;
+        rs_vec_free(&nvl_prog);
+        rs_vec_free(&net_prog);
+        g->steps = o.steps.v;
+        g->nsteps = (uint32_t)o.steps.n;
+        g->ops = o.ops.v;
+        g->nops = (uint32_t)o.ops.n;
+        g->descs = o.descs.v;
+        g->ndescs = (uint32_t)o.descs.n;
+        g->waits = o.waits.v;
+        g->nwaits = (uint32_t)o.waits.n;
+    }
+    rs_vec_free(&snd);
+    rs_vec_free(&rcv);
+    return 0;
+}
+
+void pl_schedule_free(pl_ctx *c)
+{
+    if (c->snd) {
+        for (uint32_t s = 0; s < c->world; s++) {
+            rs_vec_free(&c->snd[s].tb);
+            rs_vec_free(&c->snd[s].win);
+            rs_vec_free(&c->snd[s].flows);
+        }
+        free(c->snd);
+    }
+    pl_map_free(&c->flow_index);
+    rs_vec_free(&c->flows);
+    free(c->fw_bytes);
+    free(c->fw_base);
+    free(c->fw_run);
+    rs_vec_free(&c->segs);
+    rs_vec_free(&c->insts);
+    pl_map_free(&c->seg_index);
+    for (size_t i = 0; i < c->steps.n; i++) {
+        rs_vec_free(&c->steps.v[i].pops);
+        rs_vec_free(&c->steps.v[i].out);
+        rs_vec_free(&c->steps.v[i].in);
+    }
+    rs_vec_free(&c->steps);
+    if (c->rank_steps) {
+        for (size_t i = 0; i < (size_t)c->world * 2; i++) rs_vec_free(&c->rank_steps[i]);
+        free(c->rank_steps);
+    }
+    free(c->local_step);
+    if (c->usage) {
+        for (uint32_t r = 0; r < c->world; r++) rs_vec_free(&c->usage[r]);
+        free(c->usage);
+    }
+    pl_map_free(&c->merge);
+}

@@ -12,11 +12,13 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build-gpu}
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRESHARD_GPU=ON >"$build.configure.log" 2>&1 ||
-    { cat "$build.configure.log"; echo "gpu.sh: configure failed"; exit 1; }
-grep "reshard:" "$build.configure.log"
+mkdir -p "$build"
+log="$build/gpu-configure.log"
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRESHARD_GPU=ON >"$log" 2>&1 ||
+    { cat "$log"; echo "gpu.sh: configure failed"; exit 1; }
+grep "reshard:" "$log"
 cmake --build "$build" -j "$jobs" --target reshard test_gpu bench_runtime_gpu reshard-replay ||
-    { echo "gpu.sh: build failed (is the CUDA toolkit installed? see $build.configure.log)"; exit 1; }
+    { echo "gpu.sh: build failed (is the CUDA toolkit installed? see $log)"; exit 1; }
 cmake --build "$build" -j "$jobs" --target reshardc >/dev/null 2>&1 || echo "gpu.sh: reshardc did not build: no example plans"
 
 # Scaled-down example plans (the -D values of each layout's `# replay-args:` line).

@@ -103,7 +103,7 @@ void rtb_piece(rtb *b, rs_side side, uint32_t tensor, uint32_t mesh, uint32_t np
     pb.p.nplace = (uint8_t)nplace;
     pb.p.slice = RS_NONE;
     pb.p.box = RS_NONE;
-    memcpy(pb.pl, pl, nplace * sizeof *pl);
+    if (nplace) memcpy(pb.pl, pl, nplace * sizeof *pl);
     pb.seq = (uint32_t)b->pieces.n;
     rs_vec_push(&b->pieces, pb);
 }
@@ -431,6 +431,7 @@ void rtb_finish(rtb *b, rs_plan *P)
     }
     free(b->rk);
     b->rk = NULL;
+    rs_vec_free(&b->pieces);
     *P = b->P;
     free(b);
     /* plan_fp: set by encoding */

@@ -381,6 +381,7 @@ static int t_world_mismatch(void)
         HAS(c[i].err, "world size mismatch: 2 ranks joined, but ranks 0-1 loaded a plan for 4 ranks");
     }
     OK(rsGroupDestroy(g));
+    rsPlanDestroy(p);
     /* a plan loaded for one rank used for another */
     uint8_t *img;
     size_t len;

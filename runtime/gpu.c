@@ -80,26 +80,6 @@ rsResult_t rs_gpu_init(rs_gpu *g, rs_exec *x, int device)
     return rsSuccess;
 }
 
-static uint64_t gcd64(uint64_t a, uint64_t b)
-{
-    while (b) {
-        uint64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
-/* Segment dims of one side: the outer dims, then the innermost run split into (run / seg) segments. */
-static uint32_t seg_dims(const rs_shape *s, uint64_t seg, uint64_t *cnt, uint64_t *str)
-{
-    uint32_t n = 0;
-    for (uint32_t i = 0; i + 1 < s->ndim; i++) cnt[n] = s->count[i], str[n] = s->stride[i], n++;
-    uint64_t inner = s->count[s->ndim - 1] / seg;
-    if (inner > 1 || n == 0) cnt[n] = inner, str[n] = seg, n++;
-    return n;
-}
-
 rsResult_t rs_gpu_prepare(rs_gpu *g, rs_exec *x)
 {
     if (!x->njobs) return rsSuccess;
@@ -113,32 +93,11 @@ rsResult_t rs_gpu_prepare(rs_gpu *g, rs_exec *x)
             uint64_t bytes = phase == 1 ? xs->bytes1 : xs->bytes3;
             if (!n) continue;
             /* Tile size: enough blocks to fill the device, 4 KiB .. 64 KiB per block. */
-            uint64_t tile = bytes / (4 * (uint64_t)(g->nsm > 0 ? g->nsm : 1));
-            uint64_t t2 = 4096;
-            while (t2 < tile && t2 < 65536) t2 <<= 1;
-            uint64_t tiles = 0;
+            uint64_t tile = rs_kjob_tile_bytes(bytes, g->nsm), tiles = 0;
             for (uint32_t i = 0; i < n; i++) {
                 const rs_xjob *j = &x->jobs[first + i];
-                rs_kjob *q = &k[first + i];
-                uint64_t seg = gcd64(j->s.count[j->s.ndim - 1], j->d.count[j->d.ndim - 1]);
-                q->src = j->sp;
-                q->dst = j->dp;
-                q->snd = seg_dims(&j->s, seg, q->scount, q->sstride);
-                q->dnd = seg_dims(&j->d, seg, q->dcount, q->dstride);
-                uint32_t vlog = 4;
-                for (; vlog > 0; vlog--) {
-                    uint64_t v = 1ull << vlog, m = v - 1;
-                    int ok = !(seg & m) && !((uintptr_t)j->sp & m) && !((uintptr_t)j->dp & m);
-                    for (uint32_t d = 0; d < q->snd; d++) ok &= !(q->sstride[d] & m);
-                    for (uint32_t d = 0; d < q->dnd; d++) ok &= !(q->dstride[d] & m);
-                    if (ok) break;
-                }
-                q->vlog = vlog;
-                q->nvec = j->bytes >> vlog;
-                q->vps = seg >> vlog;
-                q->tile_vecs = (t2 >> vlog) ? (t2 >> vlog) : 1;
-                q->tile_begin = tiles;
-                tiles += (q->nvec + q->tile_vecs - 1) / q->tile_vecs;
+                tiles += rs_kjob_build(&k[first + i], j->sp, j->s.ndim, j->s.count, j->s.stride, j->dp, j->d.ndim,
+                                       j->d.count, j->d.stride, j->bytes, tile, tiles);
             }
             g->ntiles[first] = tiles;
         }

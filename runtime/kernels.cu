@@ -6,26 +6,14 @@
 
 static_assert(sizeof(rs_kjob) % 8 == 0, "rs_kjob is copied to shared memory in 8-byte words");
 
-#define RS_THREADS 256
-
-// Byte offset of segment k: k in the mixed radix cnt[0..nd) (innermost last).
-__device__ __forceinline__ uint64_t seg_off(const uint64_t *cnt, const uint64_t *str, uint32_t nd, uint64_t k)
-{
-    uint64_t off = 0;
-    for (int i = (int)nd - 1; i > 0; i--) {
-        uint64_t c = cnt[i];
-        uint64_t q = k / c;
-        off += (k - q * c) * str[i];
-        k = q;
-    }
-    return off + k * str[0];
-}
+#define RS_THREADS RS_KJOB_THREADS
+#define seg_off rs_kjob_seg_off
 
 template <typename T> __device__ __forceinline__ void tile_copy(const rs_kjob &j, uint64_t v0, uint64_t v1)
 {
     const uint64_t vps = j.vps;
     const uint32_t bd = blockDim.x, tid = threadIdx.x;
-    if (vps >= 64) {
+    if (vps >= RS_KJOB_LONG_SEGMENT) {
         // Long segments: the block walks them one by one, threads striding inside, 4 loads in flight.
         uint64_t k = v0 / vps, w = v0 - k * vps, v = v0;
         while (v < v1) {

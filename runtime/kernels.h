@@ -28,9 +28,44 @@ typedef struct {
     uint64_t dcount[RS_KDIMS], dstride[RS_KDIMS];
 } rs_kjob;
 
+#ifdef __CUDACC__
+#define RS_HD __host__ __device__ __forceinline__
+#else
+#define RS_HD static inline
+#endif
+
+/* Byte offset of segment k: k in the mixed radix cnt[0..nd) (innermost last). Shared by the kernel and its
+ * host emulation. */
+RS_HD uint64_t rs_kjob_seg_off(const uint64_t *cnt, const uint64_t *str, uint32_t nd, uint64_t k)
+{
+    uint64_t off = 0;
+    for (int i = (int)nd - 1; i > 0; i--) {
+        uint64_t c = cnt[i];
+        uint64_t q = k / c;
+        off += (k - q * c) * str[i];
+        k = q;
+    }
+    return off + k * str[0];
+}
+
+/* Segments of at least this many vectors are walked by a whole block; shorter ones one vector per thread. */
+#define RS_KJOB_LONG_SEGMENT 64
+#define RS_KJOB_THREADS 256
+
 /* Launch the batch jobs[0..njobs) (device memory) covering ntiles tiles on `stream` (a cudaStream_t).
  * Returns a cudaError_t value (0 on success). */
 int rs_cuda_copy_launch(const rs_kjob *jobs, uint32_t njobs, uint64_t ntiles, void *stream);
+
+/* ---- host side, no CUDA needed (kjob.c): building jobs, and an exact emulation of a launch ---- */
+/* Tile size in bytes for a batch of `bytes` on a device with nsm multiprocessors (4 KiB .. 64 KiB). */
+uint64_t rs_kjob_tile_bytes(uint64_t bytes, int nsm);
+/* Build the job for a copy of `bytes` between canonical shapes s (at sp) and d (at dp); its tiles start at
+ * first_tile. Returns the number of tiles. Shapes: ndim, count[], stride[] as in rt.h's rs_shape. */
+uint64_t rs_kjob_build(rs_kjob *q, const char *sp, uint32_t sndim, const uint64_t *scount, const uint64_t *sstride,
+                       char *dp, uint32_t dndim, const uint64_t *dcount, const uint64_t *dstride, uint64_t bytes,
+                       uint64_t tile_bytes, uint64_t first_tile);
+/* Run a launch on the host: every tile (block) and thread in order, with the kernel's index math. */
+void rs_kjob_emulate(const rs_kjob *jobs, uint32_t njobs, uint64_t ntiles, uint32_t threads);
 
 #ifdef __cplusplus
 }

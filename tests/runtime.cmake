@@ -10,7 +10,7 @@ target_include_directories(rs_rt_build PUBLIC ${RS_RT_DIR})
 add_executable(test_runtime ${RS_RT_DIR}/test_runtime.c)
 target_link_libraries(test_runtime PRIVATE rs_rt_build rsreplay)
 foreach(t replay_row replay_transpose replay_mixed replay_forward replay_local checker_bites bind_errors fingerprint_mismatch
-          world_mismatch per_rank_load never_arrives abort inject api)
+          world_mismatch per_rank_load never_arrives abort inject api kjob_random)
   add_test(NAME runtime_${t} COMMAND test_runtime ${t})
   set_tests_properties(runtime_${t} PROPERTIES TIMEOUT 60 LABELS runtime)
 endforeach()
@@ -70,3 +70,11 @@ if(RESHARD_HAVE_CUDA AND EXISTS ${RS_RT_DIR}/test_gpu.c)
   add_test(NAME gpu_replay COMMAND test_gpu)
   set_tests_properties(gpu_replay PROPERTIES TIMEOUT 300 LABELS gpu SKIP_RETURN_CODE 77)
 endif()
+
+# The same CPU replays with phase 1 and 3 run through the GPU kernel's descriptors and index math (host
+# emulation of every block and thread), so the CUDA path's job building is tested without a GPU.
+foreach(t replay_row replay_transpose replay_mixed replay_forward replay_local)
+  add_test(NAME runtime_kernel_emulation_${t} COMMAND test_runtime ${t})
+  set_tests_properties(runtime_kernel_emulation_${t} PROPERTIES TIMEOUT 120 LABELS runtime
+                       ENVIRONMENT RESHARD_CPU_EMULATE_KERNELS=1)
+endforeach()

@@ -11,6 +11,7 @@
 #include "replay.h"
 #include "reshard.h"
 #include "rt.h"
+#include "kernels.h"
 #include "rt_samples.h"
 
 #define EXPECT(call, want)                                                                               \
@@ -668,6 +669,96 @@ static int t_api(void)
     return 0;
 }
 
+/* ---------------------------------------------------------------- GPU copy descriptors, on the host */
+
+static uint64_t rnd_state = 0x243f6a8885a308d3ull;
+static uint64_t rnd(uint64_t n)
+{
+    rnd_state ^= rnd_state << 13, rnd_state ^= rnd_state >> 7, rnd_state ^= rnd_state << 17;
+    return n ? rnd_state % n : 0;
+}
+
+/* A random strided shape of `total` bytes: element size es, 1..4 dims with gaps between rows. */
+static void rnd_shape(rs_shape *s, uint64_t total, uint64_t es)
+{
+    uint64_t elems = total / es, dims[4];
+    uint32_t nd = 1 + (uint32_t)rnd(3);
+    /* factor elems into nd counts */
+    for (uint32_t i = 0; i + 1 < nd; i++) {
+        uint64_t f = 1;
+        for (uint64_t c = 2 + rnd(5); c > 1; c--)
+            if (elems % c == 0) {
+                f = c;
+                break;
+            }
+        dims[i] = f;
+        elems /= f;
+    }
+    dims[nd - 1] = elems;
+    memset(s, 0, sizeof *s);
+    s->ndim = nd;
+    uint64_t stride = 1;
+    for (int i = (int)nd - 1; i >= 0; i--) {
+        uint64_t run = i == (int)nd - 1 ? dims[i] * es : dims[i];
+        s->count[i] = run;
+        s->stride[i] = stride;
+        stride = i == (int)nd - 1 ? run + es * rnd(3) : stride * run + es * rnd(2) * stride / (stride ? stride : 1);
+    }
+}
+
+static uint64_t shape_span(const rs_shape *s)
+{
+    uint64_t e = 1;
+    for (uint32_t i = 0; i < s->ndim; i++) e += (s->count[i] - 1) * s->stride[i];
+    return e;
+}
+
+/* The kernel's job building and index math (host emulation) against rs_host_copy, on random shapes, element
+ * sizes and misalignments. */
+static int t_kjob_random(void)
+{
+    for (int it = 0; it < 400; it++) {
+        uint64_t es = 1ull << rnd(4), total = es * (1 + rnd(2000));
+        if (it % 7 == 0) total = es * 4096 * (1 + rnd(4)); /* long segments: the block-walk path */
+        rs_shape a, b;
+        rnd_shape(&a, total, es);
+        rnd_shape(&b, total, es);
+        uint64_t sa = shape_span(&a), sb = shape_span(&b), oa = es * rnd(3), ob = es * rnd(3);
+        char *src = malloc(sa + oa + 16), *d1 = calloc(1, sb + ob + 16), *d2 = calloc(1, sb + ob + 16);
+        for (uint64_t i = 0; i < sa + oa + 16; i++) src[i] = (char)rnd(256);
+        rs_host_copy(d1 + ob, &b, src + oa, &a);
+        rs_kjob j;
+        uint64_t tile = rs_kjob_tile_bytes(total, 1 + (int)rnd(132));
+        uint64_t nt = rs_kjob_build(&j, src + oa, a.ndim, a.count, a.stride, d2 + ob, b.ndim, b.count, b.stride,
+                                    total, tile, 0);
+        rs_kjob_emulate(&j, 1, nt, 1 + (uint32_t)rnd(300));
+        if (memcmp(d1, d2, sb + ob + 16)) {
+            fprintf(stderr, "kjob mismatch at iteration %d (%llu bytes, vlog %u)\n", it, (unsigned long long)total, j.vlog);
+            return 1;
+        }
+        free(src);
+        free(d1);
+        free(d2);
+    }
+    /* A batch of several jobs in one launch: tiles are found by the kernel's binary search. */
+    char *src = malloc(1 << 16), *d1 = calloc(1, 1 << 16), *d2 = calloc(1, 1 << 16);
+    for (int i = 0; i < 1 << 16; i++) src[i] = (char)rnd(256);
+    rs_kjob jobs[5];
+    uint64_t tiles = 0;
+    for (int k = 0; k < 5; k++) {
+        rs_shape a = {1, {(uint64_t)(1000 + 3 * k)}, {1}};
+        rs_host_copy(d1 + 8192 * k, &a, src + 5000 * k, &a);
+        tiles += rs_kjob_build(&jobs[k], src + 5000 * k, 1, a.count, a.stride, d2 + 8192 * k, 1, a.count, a.stride,
+                               a.count[0], 4096, tiles);
+    }
+    rs_kjob_emulate(jobs, 5, tiles, RS_KJOB_THREADS);
+    RT_CHECK(!memcmp(d1, d2, 1 << 16));
+    free(src);
+    free(d1);
+    free(d2);
+    return 0;
+}
+
 static const struct {
     const char *name;
     int (*fn)(void);
@@ -686,6 +777,7 @@ static const struct {
     {"abort", t_abort},
     {"inject", t_inject},
     {"api", t_api},
+    {"kjob_random", t_kjob_random},
 };
 
 int main(int argc, char **argv)

@@ -23,7 +23,27 @@ typedef struct {
 
 void *rs_ast_alloc(ast_arena *a, size_t n); /* zeroed, 16-byte aligned */
 char *rs_ast_strndup(ast_arena *a, const char *s, size_t n);
+void rs_ast_arena_reset(ast_arena *a); /* drop everything, keep one chunk for reuse */
 void rs_ast_arena_free(ast_arena *a);
+
+/* A fast hash for the front end's in-memory tables (8 bytes at a time; never stored anywhere). */
+static inline uint64_t rs_ast_hash(const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ (n * 0xff51afd7ed558ccdull);
+    while (n >= 8) {
+        uint64_t w;
+        __builtin_memcpy(&w, p, 8);
+        h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 31;
+        p += 8;
+        n -= 8;
+    }
+    uint64_t w = 0;
+    for (size_t i = 0; i < n; i++) w |= (uint64_t)p[i] << (8 * i);
+    h = (h ^ w) * 0x94d049bb133111ebull;
+    return h ^ (h >> 29);
+}
 
 /* ---- identifiers: interned once, so names compare by pointer. The elaborator keeps a name's
  * current binding in its symbol (names never shadow each other, so one binding is enough). ---- */
@@ -201,26 +221,34 @@ typedef struct ast_stmt {
     };
 } ast_stmt;
 
-/* ---- parsing one file ---- */
+/* ---- parsing one file ----
+ * Top-level statements are handed to on_stmt one at a time, as soon as each is parsed, and the
+ * AST arena is reset after each: memory stays proportional to the largest statement, not to the
+ * file (a flat million-line layout parses in constant AST space). Identifiers live in sym_arena,
+ * which is never reset. After the first syntax error on_stmt is no longer called. */
 typedef struct rs_parse_ctx {
     rs_diag *dg;
-    ast_arena *arena;
+    ast_arena *arena;     /* AST nodes of the statement being parsed */
+    ast_arena *sym_arena; /* identifiers */
     ast_symtab *syms;
     uint32_t file;
     uint32_t max_expr_depth;
-    ast_stmt *root;    /* result */
-    uint32_t nerrors;  /* syntax and lexical errors in this file */
-    char last_tok[40]; /* text of the last token, for syntax error messages */
+    void (*on_stmt)(void *cookie, ast_stmt *s);
+    void *cookie;
+    uint32_t nerrors;     /* syntax and lexical errors in this file */
+    int too_big;          /* the statement passed RS_FRONT_MAX_AST: parsing stopped */
+    const char *last_tok; /* the last token (valid until the next one is read): error messages */
+    uint32_t last_len;
 } rs_parse_ctx;
 
-/* Parse text (NUL-terminated, length len) as file P->file. Returns the number of errors. */
+/* Parse text (length len) as file P->file. Returns the number of errors. */
 uint32_t rs_ast_parse(rs_parse_ctx *P, const char *text, size_t len);
 
 /* ---- the front end's shared state (front.c drives, sema.c elaborates) ---- */
 typedef struct rs_front {
     rs_diag dg;
     const rs_front_opts *opts;
-    ast_arena arena;
+    ast_arena sym_arena;
     ast_symtab syms;
     ast_sym *sym_min, *sym_max, *sym_shard, *sym_replicate, *sym_block;
     uint64_t source_bytes; /* all text read so far (cap RS_FRONT_MAX_SOURCE) */
@@ -240,15 +268,24 @@ typedef struct rs_front {
 #define RS_FRONT_MAX_NEST 256              /* nested for/if blocks */
 #define RS_FRONT_MAX_MESHES 65536
 #define RS_FRONT_MAX_MESH_INDEX (64u << 20) /* meshes x world entries in the rank index tables */
+#define RS_FRONT_MAX_AST (128u << 20)       /* bytes of syntax tree for one top-level statement */
+#define RS_FRONT_MAX_STEPS 500000000ull     /* expression nodes evaluated plus statements run */
+#define RS_FRONT_MAX_SUGGEST 20000000ull    /* names compared for did-you-mean hints, in all */
 
-/* Read, parse and enter a file. path: the main file as given (at == NULL), or an include's path
- * as written (relative to the file holding the include statement at *at). Checks include depth,
- * cycles and input caps first. On success returns 0 with the file's statements and index, and the
- * file is on the include stack until rs_front_close; -1 after reporting an error. */
-int rs_front_open(rs_front *F, const char *path, const rs_diag_loc *at, ast_stmt **root, uint32_t *file);
-void rs_front_close(rs_front *F);
+/* Read and parse a file, handing each top-level statement to on_stmt. path: the main file as given
+ * (at == NULL), or an include's path as written (relative to the file of the include statement at
+ * *at). Checks include depth, cycles and the input caps first; the file is on the include stack
+ * while its statements run. Returns 0, or -1 after reporting an error (unreadable file, too much
+ * input, syntax errors: statements after the first syntax error are not run). */
+int rs_front_run(rs_front *F, const char *path, const rs_diag_loc *at, void (*on_stmt)(void *, ast_stmt *),
+                 void *cookie);
 
-/* Elaborate and check the main file's statements into ir (sema.c). Returns the error count. */
-uint32_t rs_sema_run(rs_front *F, ast_stmt *root, uint32_t main_file, rs_ir *ir);
+/* The elaborator (sema.c): begin, run statements (as on_stmt), finish with the checks that need the
+ * whole layout. finish returns the error count; complete == 0 (a syntax error stopped the run)
+ * skips the whole-layout checks. */
+struct rs_sema;
+struct rs_sema *rs_sema_begin(rs_front *F, rs_ir *ir);
+void rs_sema_stmt(void *sema, ast_stmt *s);
+uint32_t rs_sema_finish(struct rs_sema *S, uint32_t main_file, int complete);
 
 #endif

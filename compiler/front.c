@@ -39,6 +39,19 @@ char *rs_ast_strndup(ast_arena *a, const char *s, size_t n)
     return d;
 }
 
+void rs_ast_arena_reset(ast_arena *a)
+{
+    ast_chunk *keep = a->head;
+    if (!keep) return;
+    for (ast_chunk *c = keep->next, *n; c; c = n) {
+        n = c->next;
+        free(c);
+    }
+    keep->next = NULL;
+    keep->used = 0;
+    a->total = keep->cap;
+}
+
 void rs_ast_arena_free(ast_arena *a)
 {
     for (ast_chunk *c = a->head, *n; c; c = n) {
@@ -52,7 +65,7 @@ void rs_ast_arena_free(ast_arena *a)
 /* ---- identifiers ---- */
 ast_sym *rs_ast_intern(ast_symtab *t, ast_arena *a, const char *s, size_t len)
 {
-    uint64_t h = rs_hash64(s, len, 0);
+    uint64_t h = rs_ast_hash(s, len);
     if (t->cap) {
         for (uint32_t i = (uint32_t)h & (t->cap - 1);; i = (i + 1) & (t->cap - 1)) {
             ast_sym *y = t->tab[i];
@@ -174,7 +187,8 @@ static void open_error(rs_front *F, const rs_diag_loc *at, const char *path, con
     else rs_diag_error_at(&F->dg, path, "cannot read: %s", why);
 }
 
-int rs_front_open(rs_front *F, const char *given, const rs_diag_loc *at, ast_stmt **root, uint32_t *file)
+int rs_front_run(rs_front *F, const char *given, const rs_diag_loc *at, void (*on_stmt)(void *, ast_stmt *),
+                 void *cookie)
 {
     if (at && F->depth > F->opts->max_include_depth) {
         rs_diag_error(&F->dg, *at, "includes nested too deeply (more than %u levels)", F->opts->max_include_depth);
@@ -246,13 +260,6 @@ int rs_front_open(rs_front *F, const char *given, const rs_diag_loc *at, ast_stm
     uint32_t fi = rs_diag_add_file(&F->dg, path, text, len);
     free(path);
 
-    rs_parse_ctx P = {.dg = &F->dg, .arena = &F->arena, .syms = &F->syms, .file = fi,
-                      .max_expr_depth = F->opts->max_expr_depth};
-    if (rs_ast_parse(&P, text, len)) {
-        if (at) rs_diag_note(&F->dg, *at, "included from here");
-        return -1;
-    }
-
     if (F->depth == F->cap_stack) {
         F->cap_stack = F->cap_stack ? F->cap_stack * 2 : 8;
         F->stack = rs_xrealloc(F->stack, F->cap_stack * sizeof *F->stack);
@@ -261,15 +268,17 @@ int rs_front_open(rs_front *F, const char *given, const rs_diag_loc *at, ast_stm
     F->stack[F->depth].ino = (uint64_t)sb.st_ino;
     F->stack[F->depth].file = fi;
     F->depth++;
-    *root = P.root;
-    *file = fi;
-    return 0;
-}
-
-void rs_front_close(rs_front *F)
-{
-    rs_assert(F->depth > 0);
+    ast_arena arena = {0};
+    rs_parse_ctx P = {.dg = &F->dg, .arena = &arena, .sym_arena = &F->sym_arena, .syms = &F->syms, .file = fi,
+                      .max_expr_depth = F->opts->max_expr_depth, .on_stmt = on_stmt, .cookie = cookie};
+    uint32_t nerr = rs_ast_parse(&P, text, len);
+    rs_ast_arena_free(&arena);
     F->depth--;
+    if (nerr) {
+        if (at) rs_diag_note(&F->dg, *at, "included from here");
+        return -1;
+    }
+    return 0;
 }
 
 /* ---- the front end ---- */
@@ -303,15 +312,15 @@ int rs_front_load(const char *path, const rs_front_opts *o, rs_ir *ir, FILE *dia
     rs_front *F = rs_xcalloc(1, sizeof *F);
     rs_diag_init(&F->dg, diag, o->max_errors);
     F->opts = o;
-    F->sym_min = rs_ast_intern(&F->syms, &F->arena, "min", 3);
-    F->sym_max = rs_ast_intern(&F->syms, &F->arena, "max", 3);
-    F->sym_shard = rs_ast_intern(&F->syms, &F->arena, "shard", 5);
-    F->sym_replicate = rs_ast_intern(&F->syms, &F->arena, "replicate", 9);
-    F->sym_block = rs_ast_intern(&F->syms, &F->arena, "block", 5);
+    F->sym_min = rs_ast_intern(&F->syms, &F->sym_arena, "min", 3);
+    F->sym_max = rs_ast_intern(&F->syms, &F->sym_arena, "max", 3);
+    F->sym_shard = rs_ast_intern(&F->syms, &F->sym_arena, "shard", 5);
+    F->sym_replicate = rs_ast_intern(&F->syms, &F->sym_arena, "replicate", 9);
+    F->sym_block = rs_ast_intern(&F->syms, &F->sym_arena, "block", 5);
 
     for (uint32_t i = 0; i < o->ndefines; i++) {
         const char *nm = o->defines[i].name;
-        ast_sym *y = rs_ast_intern(&F->syms, &F->arena, nm, strlen(nm));
+        ast_sym *y = rs_ast_intern(&F->syms, &F->sym_arena, nm, strlen(nm));
         if (y->define >= 0) {
             rs_diag_error_at(&F->dg, "command line", "-D %s given twice", nm);
             F->define_errors++;
@@ -319,14 +328,13 @@ int rs_front_load(const char *path, const rs_front_opts *o, rs_ir *ir, FILE *dia
         y->define = (int32_t)i;
     }
 
-    ast_stmt *root = NULL;
-    uint32_t file = 0;
     uint32_t nerr;
     if (F->define_errors) nerr = F->dg.nerrors;
-    else if (rs_front_open(F, path, NULL, &root, &file) != 0) nerr = F->dg.nerrors ? F->dg.nerrors : 1;
     else {
-        nerr = rs_sema_run(F, root, file, ir);
-        rs_front_close(F);
+        struct rs_sema *S = rs_sema_begin(F, ir);
+        int ran = rs_front_run(F, path, NULL, rs_sema_stmt, S) == 0;
+        nerr = rs_sema_finish(S, 0, ran);
+        if (!ran && !nerr) nerr = 1;
     }
     if (F->dg.hidden_warnings)
         fprintf(diag, "note: %u more warnings not shown\n", F->dg.hidden_warnings);
@@ -342,7 +350,7 @@ int rs_front_load(const char *path, const rs_front_opts *o, rs_ir *ir, FILE *dia
         ir->define_errors = de;
     }
     rs_diag_free(&F->dg);
-    rs_ast_arena_free(&F->arena);
+    rs_ast_arena_free(&F->sym_arena);
     rs_ast_symtab_free(&F->syms);
     free(F->stack);
     free(F);

@@ -81,6 +81,12 @@ typedef struct {
     rs_diag_loc loc;
 } dom_range;
 
+/* A piece's positions that checks after elaboration point at (the AST is gone by then). */
+typedef struct {
+    rs_diag_loc tensor; /* the tensor name, with the slice when there is one */
+    rs_diag_loc buffer; /* the buffer name */
+} piece_locs;
+
 typedef struct {
     rs_front *F;
     rs_diag *dg;
@@ -93,8 +99,8 @@ typedef struct {
     rs_vec(rs_buffer) buffers;
     rs_vec(buffer_info) binfo;
     rs_vec(rs_piece) pieces; /* source order until grouped */
-    rs_vec(rs_diag_loc) ploc;
-    rs_vec(const ast_piece *) past;
+    rs_vec(rs_diag_loc) ploc;  /* the src/dst keyword */
+    rs_vec(piece_locs) plocs; /* where later checks point */
     rs_vec(rs_place) places;
     rs_vec(int64_t) i64;
     smap tmap, bmap[2];
@@ -107,15 +113,24 @@ typedef struct {
     size_t nbcap[2];
     uint8_t *define_used;
     /* topology as written */
-    const ast_stmt *topo;
+    int has_topo;
+    rs_diag_loc topo_loc;
     int has_world, has_ds, has_domains;
     int64_t world, domain_size, nic, nvlink;
     rs_diag_loc world_loc, domains_loc;
     uint32_t ndomains;
     rs_vec(dom_range) doms;
-    uint64_t work; /* budget for the coverage and overlap checks */
+    uint64_t work;    /* budget for the coverage and overlap checks */
+    uint64_t steps;   /* expression nodes evaluated and statements run (cap RS_FRONT_MAX_STEPS) */
+    uint64_t suggest; /* names compared for did-you-mean hints (cap RS_FRONT_MAX_SUGGEST) */
     uint32_t *src_of; /* grouped piece index -> source order */
+    struct pool_ent {
+        uint64_t h;
+        uint32_t off, len;
+    } * pool; /* slices and boxes already in the i64 pool (most repeat across layers and experts) */
+    uint32_t pool_cap, pool_n;
     ext_opt opt[RS_MAX_DIMS][MAX_EXT]; /* check_block_count scratch */
+    rs_ir *ir;
 } sema;
 
 #define ERR(loc, ...) rs_diag_error(S->dg, (loc), __VA_ARGS__)
@@ -150,7 +165,8 @@ static void suggest_tensor(sema *S, rs_diag_loc loc, const char *name, size_t le
 {
     rs_suggest sg;
     rs_suggest_init(&sg, name, len);
-    for (size_t i = 0; i < S->tensors.n; i++) rs_suggest_add(&sg, S->tensors.v[i].name, strlen(S->tensors.v[i].name));
+    for (size_t i = 0; i < S->tensors.n && S->suggest < RS_FRONT_MAX_SUGGEST; i++, S->suggest++)
+        rs_suggest_add(&sg, S->tensors.v[i].name, strlen(S->tensors.v[i].name));
     rs_diag_did_you_mean(S->dg, loc, sg.best);
 }
 
@@ -182,6 +198,7 @@ static int ovf(sema *S, const ast_expr *e, const char *op, int64_t a, int64_t b)
 static int eval(sema *S, const ast_expr *e, int64_t *v)
 {
     int64_t a, b;
+    S->steps++;
     switch (e->kind) {
     case EX_INT: *v = e->ival; return 0;
     case EX_NAME: {
@@ -409,12 +426,13 @@ static int eval_rank_item(sema *S, const ast_ritem *r, int64_t *lo, int64_t *hi)
 static void elab_topology(sema *S, const ast_stmt *s)
 {
     if (!top_only(S, s, "topology")) return;
-    if (S->topo) {
+    if (S->has_topo) {
         ERR(s->loc, "second topology: a layout has exactly one");
-        NOTE(S->topo->loc, "the first topology is here");
+        NOTE(S->topo_loc, "the first topology is here");
         return;
     }
-    S->topo = s;
+    S->has_topo = 1;
+    S->topo_loc = s->loc;
     static const char *const keys[] = {"domain_size", "domains", "world", "nic_gbps", "nvlink_gbps"};
     const ast_def *seen[5] = {0};
     for (const ast_def *d = s->topo.items; d; d = d->next) {
@@ -612,7 +630,7 @@ static void elab_tensor(sema *S, const ast_stmt *s)
     const char *name;
     int64_t len = eval_str(S, s->tensor.name, 0, &name);
     if (len < 0) return;
-    uint64_t h = rs_hash64(name, (size_t)len, 0);
+    uint64_t h = rs_ast_hash(name, (size_t)len);
     uint32_t prev = smap_get(&S->tmap, name, (uint32_t)len, h);
     if (prev != RS_NONE) {
         ERR(s->tensor.name->loc, "redefinition of tensor '%s'", name);
@@ -755,7 +773,7 @@ static uint32_t mesh_linear(const rs_mesh *m, const int64_t *c)
 
 static int check_block_count(sema *S, const rs_mesh *m, const rs_tensor *t, const int64_t *slo, const int64_t *shi,
                              const rs_place *pl, int npl, int64_t want, rs_diag_loc loc, const char *bname,
-                             const char *boxtxt)
+                             const int64_t *blo, const int64_t *bhi, uint32_t bnd)
 {
     ext_opt (*opt)[MAX_EXT] = S->opt;
     int nopt[RS_MAX_DIMS];
@@ -824,11 +842,55 @@ static int check_block_count(sema *S, const rs_mesh *m, const rs_tensor *t, cons
         for (uint32_t a = 0; a < m->naxes; a++)
             if (o->coord[a] >= 0) coord[a] = o->coord[a];
     }
-    char cs[256];
+    char cs[256], boxtxt[300];
     fmt_coord(cs, sizeof cs, m, coord);
+    fmt_box(boxtxt, sizeof boxtxt, blo, bhi, bnd);
     ERR(loc, "box %s of buffer '%s' has %lld elements, but the local block of tensor '%s' on rank %d (mesh '%s' at %s) has %lld",
         boxtxt, bname, LL(want), t->name, m->ranks[mesh_linear(m, coord)], m->name, cs, LL(have));
     return -1;
+}
+
+static uint64_t mix64(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h *= 0xff51afd7ed558ccdull;
+    return h ^ (h >> 33);
+}
+
+/* Offset of lo[0..n) then hi[0..n) in the i64 pool, shared with earlier identical vectors. */
+static uint32_t pool_intern(sema *S, const int64_t *lo, const int64_t *hi, uint32_t n)
+{
+    uint64_t h = n;
+    for (uint32_t d = 0; d < n; d++) h = mix64(mix64(h, (uint64_t)lo[d]), (uint64_t)hi[d]);
+    h |= 1;
+    if ((S->pool_n + 1) * 2 > S->pool_cap) {
+        uint32_t nc = S->pool_cap ? S->pool_cap * 2 : 1024;
+        struct pool_ent *ne = rs_xcalloc(nc, sizeof *ne);
+        for (uint32_t i = 0; i < S->pool_cap; i++) {
+            if (!S->pool[i].h) continue;
+            uint32_t j = (uint32_t)S->pool[i].h & (nc - 1);
+            while (ne[j].h) j = (j + 1) & (nc - 1);
+            ne[j] = S->pool[i];
+        }
+        free(S->pool);
+        S->pool = ne;
+        S->pool_cap = nc;
+    }
+    uint32_t j = (uint32_t)h & (S->pool_cap - 1);
+    for (; S->pool[j].h; j = (j + 1) & (S->pool_cap - 1)) {
+        const struct pool_ent *e = &S->pool[j];
+        if (e->h == h && e->len == 2 * n && !memcmp(&S->i64.v[e->off], lo, n * sizeof *lo) &&
+            !memcmp(&S->i64.v[e->off + n], hi, n * sizeof *hi))
+            return e->off;
+    }
+    uint32_t off = (uint32_t)S->i64.n;
+    rs_vec_reserve(&S->i64, 2 * n);
+    memcpy(S->i64.v + S->i64.n, lo, n * sizeof *lo);
+    memcpy(S->i64.v + S->i64.n + n, hi, n * sizeof *hi);
+    S->i64.n += 2 * n;
+    S->pool[j] = (struct pool_ent){h, off, 2 * n};
+    S->pool_n++;
+    return off;
 }
 
 static void elab_piece(sema *S, const ast_stmt *st)
@@ -837,7 +899,7 @@ static void elab_piece(sema *S, const ast_stmt *st)
     const char *tname;
     int64_t tlen = eval_str(S, P->tensor, 0, &tname);
     if (tlen < 0) return;
-    uint32_t ti = smap_get(&S->tmap, tname, (uint32_t)tlen, rs_hash64(tname, (size_t)tlen, 0));
+    uint32_t ti = smap_get(&S->tmap, tname, (uint32_t)tlen, rs_ast_hash(tname, (size_t)tlen));
     if (ti == RS_NONE) {
         ERR(P->tensor->loc, "unknown tensor '%s'", tname);
         suggest_tensor(S, P->tensor->loc, tname, (size_t)tlen);
@@ -894,7 +956,9 @@ static void elab_piece(sema *S, const ast_stmt *st)
             continue;
         }
         pfirst[a] = ap;
-        rs_place p = {.axis = (uint8_t)a};
+        rs_place p;
+        memset(&p, 0, sizeof p);
+        p.axis = (uint8_t)a;
         if (ap->pin) {
             int64_t v;
             if (eval(S, ap->value, &v)) {
@@ -1030,7 +1094,7 @@ static void elab_piece(sema *S, const ast_stmt *st)
         tinf->bad_piece = 1;
         return;
     }
-    uint64_t bh = rs_hash64(bname, (size_t)blen, 0);
+    uint64_t bh = rs_ast_hash(bname, (size_t)blen);
     uint32_t bi = smap_get(&S->bmap[P->side], bname, (uint32_t)blen, bh);
     if (bi == RS_NONE) {
         rs_buffer b = {.side = (rs_side)P->side, .dtype = t->dtype, .ndim = bnd};
@@ -1084,9 +1148,8 @@ static void elab_piece(sema *S, const ast_stmt *st)
         if (!bad) {
             int64_t want = 1;
             for (uint32_t d = 0; d < bnd; d++) want *= bhi[d] - blo[d]; /* <= buffer elements: fits */
-            char bt[300];
-            fmt_box(bt, sizeof bt, blo, bhi, bnd);
-            if (check_block_count(S, m, t, slo, shi, pl, npl, want, P->box ? P->box->loc : P->shapeloc, bname, bt))
+            if (check_block_count(S, m, t, slo, shi, pl, npl, want, P->box ? P->box->loc : P->shapeloc, bname, blo,
+                                  bhi, bnd))
                 bad = 1;
         }
     }
@@ -1110,21 +1173,21 @@ static void elab_piece(sema *S, const ast_stmt *st)
                   .place = (uint32_t)S->places.n, .slice = RS_NONE, .box = RS_NONE};
     rs_vec_reserve(&S->places, (size_t)npl);
     for (int i = 0; i < npl; i++) S->places.v[S->places.n++] = pl[i];
-    if (!whole) {
-        p.slice = (uint32_t)S->i64.n;
-        rs_vec_reserve(&S->i64, 2 * t->ndim);
-        for (uint32_t d = 0; d < t->ndim; d++) S->i64.v[S->i64.n++] = slo[d];
-        for (uint32_t d = 0; d < t->ndim; d++) S->i64.v[S->i64.n++] = shi[d];
-    }
-    if (explicit_ && P->box) {
-        p.box = (uint32_t)S->i64.n;
-        rs_vec_reserve(&S->i64, 2 * bnd);
-        for (uint32_t d = 0; d < bnd; d++) S->i64.v[S->i64.n++] = blo[d];
-        for (uint32_t d = 0; d < bnd; d++) S->i64.v[S->i64.n++] = bhi[d];
-    }
+    if (!whole) p.slice = pool_intern(S, slo, shi, t->ndim);
+    if (explicit_ && P->box) p.box = pool_intern(S, blo, bhi, bnd);
     rs_vec_push(&S->pieces, p);
     rs_vec_push(&S->ploc, st->loc);
-    rs_vec_push(&S->past, P);
+    piece_locs pls = {P->tensor->loc, P->buffer->loc};
+    if (P->slice) pls.tensor = rs_diag_span(pls.tensor, P->slice->loc);
+    rs_vec_push(&S->plocs, pls);
+}
+
+static void elab_stmt(sema *S, const ast_stmt *s);
+
+static void include_stmt(void *cookie, ast_stmt *s)
+{
+    sema *S = cookie;
+    if (!stopped(S)) elab_stmt(S, s);
 }
 
 static void elab_include(sema *S, const ast_stmt *s)
@@ -1133,16 +1196,8 @@ static void elab_include(sema *S, const ast_stmt *s)
     const char *path;
     if (eval_str(S, s->inc.path, 1, &path) < 0) return;
     char *p = rs_xstrdup(path);
-    ast_stmt *root;
-    uint32_t file;
-    if (rs_front_open(S->F, p, &s->inc.path->loc, &root, &file) != 0) {
-        free(p);
-        fatal(S); /* the rest would only cascade */
-        return;
-    }
+    if (rs_front_run(S->F, p, &s->inc.path->loc, include_stmt, S) != 0) fatal(S); /* the rest would cascade */
     free(p);
-    elab_list(S, root);
-    rs_front_close(S->F);
 }
 
 static void elab_for(sema *S, const ast_stmt *s)
@@ -1191,28 +1246,37 @@ static void elab_if(sema *S, const ast_stmt *s)
     }
 }
 
+static void elab_stmt(sema *S, const ast_stmt *s)
+{
+    if (++S->steps > RS_FRONT_MAX_STEPS) {
+        ERR(s->loc, "the layout takes too long to elaborate (more than %llu evaluation steps)",
+            (unsigned long long)RS_FRONT_MAX_STEPS);
+        fatal(S);
+        return;
+    }
+    switch (s->kind) {
+    case ST_INCLUDE: elab_include(S, s); break;
+    case ST_TOPOLOGY: elab_topology(S, s); break;
+    case ST_CONST: elab_const(S, s); break;
+    case ST_MESH: elab_mesh(S, s); break;
+    case ST_TENSOR: elab_tensor(S, s); break;
+    case ST_PIECE: elab_piece(S, s); break;
+    case ST_FOR: elab_for(S, s); break;
+    case ST_IF: elab_if(S, s); break;
+    default: rs_die("bad statement kind %d", s->kind);
+    }
+}
+
 static void elab_list(sema *S, const ast_stmt *s)
 {
-    for (; s && !stopped(S); s = s->next) {
-        switch (s->kind) {
-        case ST_INCLUDE: elab_include(S, s); break;
-        case ST_TOPOLOGY: elab_topology(S, s); break;
-        case ST_CONST: elab_const(S, s); break;
-        case ST_MESH: elab_mesh(S, s); break;
-        case ST_TENSOR: elab_tensor(S, s); break;
-        case ST_PIECE: elab_piece(S, s); break;
-        case ST_FOR: elab_for(S, s); break;
-        case ST_IF: elab_if(S, s); break;
-        default: rs_die("bad statement kind %d", s->kind);
-        }
-    }
+    for (; s && !stopped(S); s = s->next) elab_stmt(S, s);
 }
 
 /* ---------------------------------------------------------------- topology and rank tables */
 static int finish_topology(sema *S, uint32_t main_file)
 {
     rs_topology *T = &S->L->topo;
-    if (!S->topo) {
+    if (!S->has_topo) {
         rs_diag_loc at = {main_file, 1, 1, 0};
         ERR(at, "the layout has no topology (e.g. topology { domain_size = 8; nic_gbps = 400; nvlink_gbps = 3600; })");
         return -1;
@@ -1249,7 +1313,7 @@ static int finish_topology(sema *S, uint32_t main_file)
         }
     }
     if ((uint64_t)S->meshes.n * (uint64_t)world > RS_FRONT_MAX_MESH_INDEX) {
-        ERR(S->topo->loc, "%zu meshes over %lld ranks need rank tables of more than %u entries", S->meshes.n, LL(world),
+        ERR(S->topo_loc, "%zu meshes over %lld ranks need rank tables of more than %u entries", S->meshes.n, LL(world),
             RS_FRONT_MAX_MESH_INDEX);
         return -1;
     }
@@ -1439,9 +1503,8 @@ static void check_coverage(sema *S)
             rs_diag_warning(S->dg, inf->loc, "tensor '%s' has no destination pieces; it is not transferred", t->name);
             continue;
         }
-        const ast_piece *first_dst = S->past.v[t->piece_begin + t->nsrc];
         if (!t->nsrc) {
-            ERR(first_dst->tensor->loc, "tensor '%s' has destination pieces but no source piece", t->name);
+            ERR(S->plocs.v[t->piece_begin].tensor, "tensor '%s' has destination pieces but no source piece", t->name);
             continue;
         }
         int any_whole = 0;
@@ -1467,8 +1530,7 @@ static void check_coverage(sema *S)
             }
             if (inside) continue;
             int toobig = 0;
-            rs_diag_loc loc = S->past.v[pi]->tensor->loc;
-            if (S->past.v[pi]->slice) loc = rs_diag_span(loc, S->past.v[pi]->slice->loc);
+            rs_diag_loc loc = S->plocs.v[pi].tensor;
             if (covered(S, &d, src.v, src.n, t->ndim, &left, loc, &toobig) || toobig) continue;
             char bt[300];
             fmt_box(bt, sizeof bt, left.lo, left.hi, t->ndim);
@@ -1509,10 +1571,10 @@ static void report_overlap(sema *S, uint32_t a, uint32_t b, int32_t rank, const 
     }
     const rs_piece *pa = &L->pieces[a], *pb = &L->pieces[b];
     const rs_buffer *buf = &L->buffers[pb->buffer];
-    ERR(S->past.v[b]->buffer->loc, "pieces of tensors '%s' and '%s' overlap in %s buffer '%s' on rank %d%s",
+    ERR(S->plocs.v[b].buffer, "pieces of tensors '%s' and '%s' overlap in %s buffer '%s' on rank %d%s",
         L->tensors[pa->tensor].name, L->tensors[pb->tensor].name, buf->side == RS_SRC ? "src" : "dst", buf->name, rank,
         how);
-    NOTE(S->past.v[a]->buffer->loc, "the other piece is here");
+    NOTE(S->plocs.v[a].buffer, "the other piece is here");
 }
 
 /* Within one group of pieces (same buffer; same box for explicit buffers), is any rank held by two?
@@ -1523,7 +1585,7 @@ static int group_ranks_clash(sema *S, stamps *st, const uint32_t *g, size_t n, i
     next_gen(st, L->topo.world);
     for (size_t i = 0; i < n; i++) {
         const rs_piece *p = &L->pieces[g[i]];
-        if (spend(S, holding_count(L, p), S->past.v[g[i]]->buffer->loc, "buffer overlaps")) return 1;
+        if (spend(S, holding_count(L, p), S->plocs.v[g[i]].buffer, "buffer overlaps")) return 1;
         rank_iter it;
         iter_init(&it, L, p);
         for (;;) {
@@ -1551,7 +1613,7 @@ static int groups_share_rank(sema *S, stamps *st, const uint32_t *ga, size_t na,
     next_gen(st, L->topo.world);
     for (size_t i = 0; i < na; i++) {
         const rs_piece *p = &L->pieces[ga[i]];
-        if (spend(S, holding_count(L, p), S->past.v[ga[i]]->buffer->loc, "buffer overlaps")) return 1;
+        if (spend(S, holding_count(L, p), S->plocs.v[ga[i]].buffer, "buffer overlaps")) return 1;
         rank_iter it;
         iter_init(&it, L, p);
         for (int32_t r; (r = iter_next(&it)) >= 0;) {
@@ -1561,7 +1623,7 @@ static int groups_share_rank(sema *S, stamps *st, const uint32_t *ga, size_t na,
     }
     for (size_t i = 0; i < nb; i++) {
         const rs_piece *p = &L->pieces[gb[i]];
-        if (spend(S, holding_count(L, p), S->past.v[gb[i]]->buffer->loc, "buffer overlaps")) return 1;
+        if (spend(S, holding_count(L, p), S->plocs.v[gb[i]].buffer, "buffer overlaps")) return 1;
         rank_iter it;
         iter_init(&it, L, p);
         for (int32_t r; (r = iter_next(&it)) >= 0;)
@@ -1632,7 +1694,7 @@ static void check_buffer_explicit(sema *S, stamps *st, const uint32_t *g, size_t
     qsort(bx, n, sizeof *bx, cmp_gbox);
     for (size_t i = 0; i < n; i++) ids[i] = bx[i].piece;
     rs_vec(run_t) runs = {0};
-    int done = spend(S, n * 8, S->past.v[g[0]]->buffer->loc, "buffer overlaps");
+    int done = spend(S, n * 8, S->plocs.v[g[0]].buffer, "buffer overlaps");
     for (size_t i = 0; i < n && !done;) {
         size_t j = i + 1;
         while (j < n && !memcmp(bx[i].lo, bx[j].lo, nd * sizeof(int64_t)) &&
@@ -1669,7 +1731,7 @@ static void check_buffer_explicit(sema *S, stamps *st, const uint32_t *g, size_t
             for (size_t i = 0; i < active.n; i++)
                 if (bx[runs.v[active.v[i]].first].hi[best] > b->lo[best]) active.v[k++] = active.v[i];
             active.n = k;
-            if (spend(S, active.n + 1, S->past.v[b->piece]->buffer->loc, "buffer overlaps")) break;
+            if (spend(S, active.n + 1, S->plocs.v[b->piece].buffer, "buffer overlaps")) break;
             for (size_t i = 0; i < active.n && !done; i++) {
                 const run_t *ra = &runs.v[active.v[i]];
                 const gbox *a = &bx[ra->first];
@@ -1732,17 +1794,29 @@ static void check_overlaps(sema *S, const uint32_t *inv)
 /* ---------------------------------------------------------------- assembly */
 static rs_loc to_loc(rs_diag_loc d) { return (rs_loc){d.file, d.line, d.col}; }
 
-uint32_t rs_sema_run(rs_front *F, ast_stmt *root, uint32_t main_file, rs_ir *ir)
+struct rs_sema *rs_sema_begin(rs_front *F, rs_ir *ir)
 {
     sema *S = rs_xcalloc(1, sizeof *S);
     S->F = F;
     S->dg = &F->dg;
     S->o = F->opts;
+    S->ir = ir;
     S->L = &ir->L;
     S->define_used = rs_xcalloc(F->opts->ndefines + 1, 1);
+    return (struct rs_sema *)S;
+}
 
-    elab_list(S, root);
-    int complete = !S->fatal && !S->dg->stop;
+void rs_sema_stmt(void *cookie, ast_stmt *s)
+{
+    sema *S = cookie;
+    if (!stopped(S)) elab_stmt(S, s);
+}
+
+uint32_t rs_sema_finish(struct rs_sema *handle, uint32_t main_file, int parsed)
+{
+    sema *S = (sema *)handle;
+    rs_ir *ir = S->ir;
+    int complete = parsed && !S->fatal && !S->dg->stop;
 
     /* -D options that named no top-level const: a command-line error */
     if (complete) {
@@ -1758,7 +1832,7 @@ uint32_t rs_sema_run(rs_front *F, ast_stmt *root, uint32_t main_file, rs_ir *ir)
                 rs_diag_error_at(S->dg, "command line", "-D %s: the layout has no top-level const '%s'; did you mean '%s'?",
                                  nm, nm, sg.best);
             else rs_diag_error_at(S->dg, "command line", "-D %s: the layout has no top-level const '%s'", nm, nm);
-            F->define_errors++;
+            S->F->define_errors++;
         }
     }
     unbind_to(S, 0);
@@ -1789,51 +1863,48 @@ uint32_t rs_sema_run(rs_front *F, ast_stmt *root, uint32_t main_file, rs_ir *ir)
     }
     uint32_t *inv = rs_xmalloc(((size_t)np + 1) * sizeof *inv);
     S->src_of = rs_xmalloc(((size_t)np + 1) * sizeof *S->src_of);
-    L->pieces = rs_xmalloc(((size_t)np + 1) * sizeof *L->pieces);
-    rs_loc *ploc = rs_xmalloc(((size_t)np + 1) * sizeof *ploc);
-    const ast_piece **past = rs_xmalloc(((size_t)np + 1) * sizeof *past);
-    rs_diag_loc *pdl = rs_xmalloc(((size_t)np + 1) * sizeof *pdl);
     for (uint32_t i = 0; i < np; i++) {
         const rs_piece *p = &S->pieces.v[i];
         uint32_t j = start[2 * p->tensor + p->side]++;
         inv[i] = j;
         S->src_of[j] = i;
-        L->pieces[j] = *p;
-        ploc[j] = to_loc(S->ploc.v[i]);
-        pdl[j] = S->ploc.v[i];
-        past[j] = S->past.v[i];
     }
-    L->npieces = np;
     free(start);
+    L->pieces = rs_xmalloc(((size_t)np + 1) * sizeof *L->pieces);
+    for (uint32_t i = 0; i < np; i++) L->pieces[inv[i]] = S->pieces.v[i];
+    L->npieces = np;
     rs_vec_free(&S->pieces);
-    free(S->past.v);
-    S->past.v = past;
-    free(S->ploc.v);
-    S->ploc.v = pdl;
+    ir->piece_loc = rs_xmalloc(((size_t)np + 1) * sizeof *ir->piece_loc);
+    for (uint32_t i = 0; i < np; i++) ir->piece_loc[inv[i]] = to_loc(S->ploc.v[i]);
+    rs_vec_free(&S->ploc);
+    piece_locs *pl = rs_xmalloc(((size_t)np + 1) * sizeof *pl);
+    for (uint32_t i = 0; i < np; i++) pl[inv[i]] = S->plocs.v[i];
+    free(S->plocs.v);
+    S->plocs.v = pl;
+    free(S->pool);
+    S->pool = NULL;
 
     if (complete) check_coverage(S);
     if (topo_ok && !stopped(S)) check_overlaps(S, inv);
     free(inv);
 
-    ir->piece_loc = ploc;
     ir->tensor_loc = rs_xmalloc(((size_t)L->ntensors + 1) * sizeof *ir->tensor_loc);
     for (uint32_t t = 0; t < L->ntensors; t++) ir->tensor_loc[t] = to_loc(S->tinfo.v[t].loc);
     ir->mesh_loc = rs_xmalloc(((size_t)L->nmeshes + 1) * sizeof *ir->mesh_loc);
     for (uint32_t m = 0; m < L->nmeshes; m++) ir->mesh_loc[m] = to_loc(S->minfo.v[m].loc);
     ir->buffer_loc = rs_xmalloc(((size_t)L->nbuffers + 1) * sizeof *ir->buffer_loc);
     for (uint32_t b = 0; b < L->nbuffers; b++) ir->buffer_loc[b] = to_loc(S->binfo.v[b].loc);
-    /* meshes that never got rank tables (elaboration stopped early) */
+    /* meshes that never got rank tables (elaboration stopped early): only on failure */
     for (uint32_t m = 0; m < L->nmeshes; m++)
         if (!L->meshes[m].index_of) L->meshes[m].index_of = rs_xcalloc(1, sizeof(int32_t));
     if (!L->topo.domain_of) L->topo.domain_of = rs_xcalloc(1, sizeof(uint32_t));
 
     uint32_t nerr = S->dg->nerrors;
-    if (!complete && !nerr) nerr = 1; /* cannot happen: stopping always reports */
+    if (!complete && !nerr && parsed) nerr = 1; /* cannot happen: stopping always reports */
     rs_vec_free(&S->minfo);
     rs_vec_free(&S->tinfo);
     rs_vec_free(&S->binfo);
-    rs_vec_free(&S->ploc);
-    rs_vec_free(&S->past);
+    rs_vec_free(&S->plocs);
     rs_vec_free(&S->bound);
     rs_vec_free(&S->doms);
     free(S->tmap.e);
@@ -1843,6 +1914,7 @@ uint32_t rs_sema_run(rs_front *F, ast_stmt *root, uint32_t main_file, rs_ir *ir)
     free(S->nb[1]);
     free(S->define_used);
     free(S->src_of);
+    free(S->pool);
     free(S);
     return nerr;
 }

@@ -239,7 +239,13 @@ static ast_def *def(rs_parse_ctx *P, ast_sym *sym, const ast_yyloc *l, ast_expr 
 
 %%
 
-file: stmts                 { P->root = $1.head; }
+file: %empty
+    | file stmt
+        {
+            if ($2 && !P->nerrors && P->on_stmt) P->on_stmt(P->cookie, $2);
+            rs_ast_arena_reset(P->arena); /* the statement is done: its AST goes */
+            if (P->dg->stop) YYABORT;      /* past the error limit: nothing more will be shown */
+        }
     ;
 
 stmts: %empty               { $$ = (ast_list){0}; }
@@ -493,8 +499,8 @@ static void describe(char *buf, size_t n, yysymbol_kind_t k, const rs_parse_ctx 
 {
     switch (k) {
     case YYSYMBOL_YYEOF: snprintf(buf, n, "end of file"); break;
-    case YYSYMBOL_IDENT: snprintf(buf, n, "identifier '%s'", P->last_tok); break;
-    case YYSYMBOL_INT: snprintf(buf, n, "integer %s", P->last_tok); break;
+    case YYSYMBOL_IDENT: snprintf(buf, n, "identifier '%.*s'", (int)(P->last_len > 40 ? 40 : P->last_len), P->last_tok); break;
+    case YYSYMBOL_INT: snprintf(buf, n, "integer %.*s", (int)(P->last_len > 40 ? 40 : P->last_len), P->last_tok); break;
     default: snprintf(buf, n, "%s", yysymbol_name(k)); break;
     }
 }
@@ -502,6 +508,7 @@ static void describe(char *buf, size_t n, yysymbol_kind_t k, const rs_parse_ctx 
 static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, rs_parse_ctx *P)
 {
     (void)scanner;
+    if (P->too_big) return 0; /* reported by the lexer, which stopped the input */
     char unexp[80], msg[512];
     describe(unexp, sizeof unexp, yypcontext_token(ctx), P);
     yysymbol_kind_t exp[5];

@@ -20,6 +20,7 @@ void rs_cost_params_default(rs_cost_params *p, const rs_topology *topo)
     p->latency_us = 5.0;
     p->bucket_bytes = 1ull << 30;
     p->chunk_bytes = 1ull << 20;
+    p->gb_roots = 1;
 }
 
 static int params_check(const rs_cost_params *p, char *err, size_t errlen)
@@ -480,11 +481,16 @@ int rs_cost_lower_bound(const rs_layout *L, const rs_cost_params *p, rs_cost_bou
  * messages as one group (a message flows once both its endpoints' steps have posted; the group ends
  * when all its messages have), (3) unpacks, then (4) an optional fixed delay. Links: each GPU's NIC
  * out and in, NVLink out and in, and its HBM. A message between two ranks of one NVLink domain uses
- * their NVLink links, otherwise their NICs, whatever the lane. Flows share each link equally: a
- * flow's rate is the minimum over its links of bandwidth / flows on that link, recomputed whenever
- * a flow starts or ends on one of them. A message's size counts latency x bandwidth extra bytes,
- * so a link's busy time is the sum over its messages of bytes / bandwidth + latency.
+ * their NVLink links, otherwise their NICs, whatever the lane. Each link serves the messages on it
+ * by processor sharing (n messages: bandwidth / n each); a message occupies its sender's out-link
+ * and its receiver's in-link, and is done when it has passed both. A message counts latency x
+ * bandwidth extra bytes on each link, so a link's busy time is the sum over its messages of
+ * bytes / bandwidth + latency, and a round of messages with no other constraint takes the maximum
+ * over links of that sum. Each link keeps a virtual clock (the service each of its messages has
+ * received), so every event costs O(log n).
  * ====================================================================================== */
+#define SIM_LANES 18 /* a plan uses 2; the gather-broadcast baseline one per broadcast root + 2 */
+
 typedef struct {
     uint32_t rank;
     uint8_t lane;
@@ -530,31 +536,46 @@ static void ssim_free(ssim *S)
     rs_vec_free(&S->waits);
 }
 
-enum { FL_MSG, FL_PRE, FL_POST, FL_DELAY };
+typedef rs_vec(uint32_t) u32_vec;
+
+enum { PT_MSG, PT_PRE, PT_POST };
+
+/* A part: a message's (or a pack's) passage over one link. */
+typedef struct {
+    double tag;     /* virtual time of the link at which the part is served */
+    uint32_t owner; /* message or step id */
+    uint8_t type;
+} part;
 
 typedef struct {
-    double rem, rate, t_last, key;
-    uint32_t link[2], pos[2];
-    uint32_t owner; /* message or step id */
-    int32_t hpos;
-    uint8_t nlinks, type;
-} flow;
+    double V, t_last, bw; /* virtual clock, when it was last advanced, bandwidth */
+    uint32_t n;           /* parts being served */
+    uint32_t *h;          /* min-heap of part ids by (tag, id) */
+    size_t cap;
+    int32_t gpos;         /* position in the heap of links, -1 when idle */
+    double next;          /* real time of its next completion */
+} plink;
 
-typedef rs_vec(uint32_t) u32_vec;
+typedef struct {
+    double t;
+    uint32_t step;
+} timer;
 
 typedef struct {
     const ssim *S;
     double now;
     double bw[RS_NLINK_KINDS];
     double lat_s;
-    rs_vec(flow) fl;
-    u32_vec *link_flows; /* [world * RS_NLINK_KINDS] */
-    uint32_t *heap;
-    size_t nheap, capheap;
+    rs_vec(part) parts;
+    plink *links;
+    uint32_t *lheap; /* links with parts, by (next, id) */
+    size_t nlheap;
+    rs_vec(timer) timers; /* min-heap by (t, step) */
     /* per step */
     uint32_t *deps, *pending, *next_lane, *wdep_begin, *wdep;
     uint8_t *posted;
     uint32_t *msg_begin, *msg_list;
+    uint8_t *msg_left; /* parts of each message still moving */
     rs_cost_step_time *tm;
     u32_vec ready;
     size_t ready_head;
@@ -562,113 +583,143 @@ typedef struct {
     double *link_s;
 } simstate;
 
-static int flow_less(const simstate *st, uint32_t a, uint32_t b)
+static int part_less(const simstate *st, uint32_t a, uint32_t b)
 {
-    const flow *x = &st->fl.v[a], *y = &st->fl.v[b];
-    if (x->key != y->key) return x->key < y->key;
-    return a < b;
+    double x = st->parts.v[a].tag, y = st->parts.v[b].tag;
+    return x != y ? x < y : a < b;
 }
-static void heap_swap(simstate *st, size_t i, size_t j)
+
+static void link_heap_up(simstate *st, plink *L, size_t i)
 {
-    uint32_t t = st->heap[i];
-    st->heap[i] = st->heap[j];
-    st->heap[j] = t;
-    st->fl.v[st->heap[i]].hpos = (int32_t)i;
-    st->fl.v[st->heap[j]].hpos = (int32_t)j;
+    while (i > 0 && part_less(st, L->h[i], L->h[(i - 1) / 2])) {
+        uint32_t t = L->h[i];
+        L->h[i] = L->h[(i - 1) / 2];
+        L->h[(i - 1) / 2] = t;
+        i = (i - 1) / 2;
+    }
 }
-static void heap_fix(simstate *st, size_t i)
+static void link_heap_down(simstate *st, plink *L, size_t i)
 {
-    while (i > 0 && flow_less(st, st->heap[i], st->heap[(i - 1) / 2])) {
-        heap_swap(st, i, (i - 1) / 2);
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < L->n && part_less(st, L->h[l], L->h[m])) m = l;
+        if (r < L->n && part_less(st, L->h[r], L->h[m])) m = r;
+        if (m == i) return;
+        uint32_t t = L->h[i];
+        L->h[i] = L->h[m];
+        L->h[m] = t;
+        i = m;
+    }
+}
+
+static int lk_less(const simstate *st, uint32_t a, uint32_t b)
+{
+    double x = st->links[a].next, y = st->links[b].next;
+    return x != y ? x < y : a < b;
+}
+static void lk_swap(simstate *st, size_t i, size_t j)
+{
+    uint32_t t = st->lheap[i];
+    st->lheap[i] = st->lheap[j];
+    st->lheap[j] = t;
+    st->links[st->lheap[i]].gpos = (int32_t)i;
+    st->links[st->lheap[j]].gpos = (int32_t)j;
+}
+static void lk_fix(simstate *st, size_t i)
+{
+    while (i > 0 && lk_less(st, st->lheap[i], st->lheap[(i - 1) / 2])) {
+        lk_swap(st, i, (i - 1) / 2);
         i = (i - 1) / 2;
     }
     for (;;) {
         size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < st->nheap && flow_less(st, st->heap[l], st->heap[m])) m = l;
-        if (r < st->nheap && flow_less(st, st->heap[r], st->heap[m])) m = r;
-        if (m == i) break;
-        heap_swap(st, i, m);
+        if (l < st->nlheap && lk_less(st, st->lheap[l], st->lheap[m])) m = l;
+        if (r < st->nlheap && lk_less(st, st->lheap[r], st->lheap[m])) m = r;
+        if (m == i) return;
+        lk_swap(st, i, m);
         i = m;
     }
 }
-static void heap_push(simstate *st, uint32_t f)
+
+/* Advance link l's virtual clock to now. */
+static void link_advance(simstate *st, plink *L)
 {
-    if (st->nheap == st->capheap) {
-        st->capheap = st->capheap ? 2 * st->capheap : 1024;
-        st->heap = rs_xrealloc(st->heap, st->capheap * sizeof *st->heap);
-    }
-    st->heap[st->nheap] = f;
-    st->fl.v[f].hpos = (int32_t)st->nheap;
-    st->nheap++;
-    heap_fix(st, st->nheap - 1);
-}
-static void heap_remove(simstate *st, uint32_t f)
-{
-    size_t i = (size_t)st->fl.v[f].hpos;
-    st->nheap--;
-    if (i != st->nheap) {
-        heap_swap(st, i, st->nheap);
-        heap_fix(st, i);
-    }
-    st->fl.v[f].hpos = -1;
+    if (L->n) L->V += (st->now - L->t_last) * L->bw / L->n;
+    L->t_last = st->now;
 }
 
-static void flow_rate(simstate *st, uint32_t f)
+/* Recompute when link l next completes a part and place it in the heap of links. */
+static void link_resched(simstate *st, uint32_t l)
 {
-    flow *x = &st->fl.v[f];
-    x->rem -= x->rate * (st->now - x->t_last);
-    if (x->rem < 0) x->rem = 0;
-    x->t_last = st->now;
-    double r = x->nlinks ? INFINITY : 1.0;
-    for (int k = 0; k < x->nlinks; k++) {
-        double s = st->bw[x->link[k] % RS_NLINK_KINDS] / (double)st->link_flows[x->link[k]].n;
-        if (s < r) r = s;
+    plink *L = &st->links[l];
+    if (L->n) {
+        double d = st->parts.v[L->h[0]].tag - L->V;
+        L->next = st->now + (d > 0 ? d * L->n / L->bw : 0);
+        if (L->gpos < 0) {
+            L->gpos = (int32_t)st->nlheap;
+            st->lheap[st->nlheap++] = l;
+        }
+        lk_fix(st, (size_t)L->gpos);
+    } else if (L->gpos >= 0) {
+        size_t i = (size_t)L->gpos;
+        st->nlheap--;
+        if (i != st->nlheap) {
+            lk_swap(st, i, st->nlheap);
+            lk_fix(st, i);
+        }
+        L->gpos = -1;
     }
-    x->rate = r;
-    x->key = st->now + x->rem / r;
-    if (x->hpos >= 0) heap_fix(st, (size_t)x->hpos);
-    else heap_push(st, f);
 }
 
-static void link_refresh(simstate *st, uint32_t link)
+static void part_add(simstate *st, uint32_t l, int type, uint32_t owner, double amount)
 {
-    u32_vec *v = &st->link_flows[link];
-    for (size_t i = 0; i < v->n; i++) flow_rate(st, v->v[i]);
-}
-
-static void flow_start(simstate *st, int type, uint32_t owner, int nlinks, const uint32_t *links, double amount)
-{
-    flow x = {.rem = amount, .t_last = st->now, .owner = owner, .hpos = -1, .nlinks = (uint8_t)nlinks,
-              .type = (uint8_t)type};
-    uint32_t f = (uint32_t)st->fl.n;
-    for (int k = 0; k < nlinks; k++) {
-        x.link[k] = links[k];
-        x.pos[k] = (uint32_t)st->link_flows[links[k]].n;
-        rs_vec_push(&st->link_flows[links[k]], f);
-        st->link_s[links[k]] += amount / st->bw[links[k] % RS_NLINK_KINDS];
+    plink *L = &st->links[l];
+    link_advance(st, L);
+    part x = {.tag = L->V + amount, .owner = owner, .type = (uint8_t)type};
+    uint32_t id = (uint32_t)st->parts.n;
+    rs_vec_push(&st->parts, x);
+    if (L->n == L->cap) {
+        L->cap = L->cap ? 2 * L->cap : 8;
+        L->h = rs_xrealloc(L->h, L->cap * sizeof *L->h);
     }
-    rs_vec_push(&st->fl, x);
-    if (!nlinks) flow_rate(st, f);
-    for (int k = 0; k < nlinks; k++) link_refresh(st, links[k]);
+    L->h[L->n++] = id;
+    link_heap_up(st, L, L->n - 1);
+    st->link_s[l] += amount / L->bw;
+    link_resched(st, l);
 }
 
-static void flow_end(simstate *st, uint32_t f)
+static void timer_add(simstate *st, double t, uint32_t step)
 {
-    heap_remove(st, f);
-    flow *x = &st->fl.v[f];
-    for (int k = 0; k < x->nlinks; k++) {
-        u32_vec *v = &st->link_flows[x->link[k]];
-        uint32_t i = x->pos[k], last = v->v[v->n - 1];
-        v->v[i] = last;
-        flow *y = &st->fl.v[last];
-        for (int q = 0; q < y->nlinks; q++)
-            if (y->link[q] == x->link[k]) y->pos[q] = i;
-        v->n--;
+    timer x = {t, step};
+    rs_vec_push(&st->timers, x);
+    size_t i = st->timers.n - 1;
+    timer *h = st->timers.v;
+    while (i > 0 && (h[i].t < h[(i - 1) / 2].t || (h[i].t == h[(i - 1) / 2].t && h[i].step < h[(i - 1) / 2].step))) {
+        timer tt = h[i];
+        h[i] = h[(i - 1) / 2];
+        h[(i - 1) / 2] = tt;
+        i = (i - 1) / 2;
     }
-    for (int k = 0; k < x->nlinks; k++) link_refresh(st, x->link[k]);
 }
-
-static void step_xfer_done(simstate *st, uint32_t s);
+static timer timer_pop(simstate *st)
+{
+    timer *h = st->timers.v, top = h[0];
+    h[0] = h[--st->timers.n];
+    size_t i = 0, n = st->timers.n;
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+#define TL(a, b) (h[a].t < h[b].t || (h[a].t == h[b].t && h[a].step < h[b].step))
+        if (l < n && TL(l, m)) m = l;
+        if (r < n && TL(r, m)) m = r;
+#undef TL
+        if (m == i) break;
+        timer tt = h[i];
+        h[i] = h[m];
+        h[m] = tt;
+        i = m;
+    }
+    return top;
+}
 
 static void step_done(simstate *st, uint32_t s)
 {
@@ -683,7 +734,7 @@ static void step_done(simstate *st, uint32_t s)
 static void step_post_done(simstate *st, uint32_t s)
 {
     const sstep *x = &st->S->steps.v[s];
-    if (x->delay > 0) flow_start(st, FL_DELAY, s, 0, NULL, x->delay);
+    if (x->delay > 0) timer_add(st, st->now + x->delay, s);
     else step_done(st, s);
 }
 
@@ -691,11 +742,8 @@ static void step_xfer_done(simstate *st, uint32_t s)
 {
     const sstep *x = &st->S->steps.v[s];
     st->tm[s].t_xfer = st->now;
-    if (x->post > 0) {
-        uint32_t l = x->rank * RS_NLINK_KINDS + RS_LINK_HBM;
-        flow_start(st, FL_POST, s, 1, &l, x->post);
-    } else
-        step_post_done(st, s);
+    if (x->post > 0) part_add(st, x->rank * RS_NLINK_KINDS + RS_LINK_HBM, PT_POST, s, x->post);
+    else step_post_done(st, s);
 }
 
 static void msg_start(simstate *st, uint32_t m)
@@ -703,10 +751,10 @@ static void msg_start(simstate *st, uint32_t m)
     const smsg *x = &st->S->msgs.v[m];
     uint32_t a = st->S->steps.v[x->from].rank, b = st->S->steps.v[x->to].rank;
     int nvl = st->S->domain_of[a] == st->S->domain_of[b];
-    uint32_t links[2] = {a * RS_NLINK_KINDS + (nvl ? RS_LINK_NVL_OUT : RS_LINK_NIC_OUT),
-                         b * RS_NLINK_KINDS + (nvl ? RS_LINK_NVL_IN : RS_LINK_NIC_IN)};
-    double bw = st->bw[nvl ? RS_LINK_NVL_OUT : RS_LINK_NIC_OUT];
-    flow_start(st, FL_MSG, m, 2, links, x->bytes + st->lat_s * bw);
+    double bytes = x->bytes + st->lat_s * st->bw[nvl ? RS_LINK_NVL_OUT : RS_LINK_NIC_OUT];
+    st->msg_left[m] = 2;
+    part_add(st, a * RS_NLINK_KINDS + (nvl ? RS_LINK_NVL_OUT : RS_LINK_NIC_OUT), PT_MSG, m, bytes);
+    part_add(st, b * RS_NLINK_KINDS + (nvl ? RS_LINK_NVL_IN : RS_LINK_NIC_IN), PT_MSG, m, bytes);
 }
 
 static void step_post(simstate *st, uint32_t s)
@@ -730,11 +778,8 @@ static void step_start(simstate *st, uint32_t s)
 {
     const sstep *x = &st->S->steps.v[s];
     st->tm[s].t_ready = st->now;
-    if (x->pre > 0) {
-        uint32_t l = x->rank * RS_NLINK_KINDS + RS_LINK_HBM;
-        flow_start(st, FL_PRE, s, 1, &l, x->pre);
-    } else
-        step_post(st, s);
+    if (x->pre > 0) part_add(st, x->rank * RS_NLINK_KINDS + RS_LINK_HBM, PT_PRE, s, x->pre);
+    else step_post(st, s);
 }
 
 static void msg_done(simstate *st, uint32_t m)
@@ -755,23 +800,29 @@ static int ssim_run(const ssim *S, const rs_cost_params *p, rs_cost_sim *out, in
     st.bw[RS_LINK_NVL_OUT] = st.bw[RS_LINK_NVL_IN] = GBPS_TO_BPS(p->nvlink_gbps);
     st.bw[RS_LINK_HBM] = GBPS_TO_BPS(p->hbm_gbps);
     st.lat_s = p->latency_us * 1e-6;
-    st.link_flows = rs_xcalloc(nl + 1, sizeof *st.link_flows);
+    st.links = rs_xcalloc(nl + 1, sizeof *st.links);
+    for (size_t l = 0; l < nl; l++) {
+        st.links[l].bw = st.bw[l % RS_NLINK_KINDS];
+        st.links[l].gpos = -1;
+    }
+    st.lheap = rs_xmalloc((nl + 1) * sizeof *st.lheap);
     st.link_s = rs_xcalloc(nl + 1, sizeof *st.link_s);
     st.deps = rs_xcalloc(ns + 1, sizeof *st.deps);
     st.pending = rs_xcalloc(ns + 1, sizeof *st.pending);
     st.next_lane = rs_xmalloc((ns + 1) * sizeof *st.next_lane);
     st.posted = rs_xcalloc(ns + 1, 1);
+    st.msg_left = rs_xcalloc(nm + 1, 1);
     st.tm = rs_xcalloc(ns + 1, sizeof *st.tm);
     /* lane order: each step depends on the previous step of its rank and lane */
-    uint32_t *last = rs_xmalloc(((size_t)S->world * RS_NLANES + 1) * sizeof *last);
-    for (size_t i = 0; i < (size_t)S->world * RS_NLANES; i++) last[i] = RS_NONE;
+    uint32_t *last = rs_xmalloc(((size_t)S->world * SIM_LANES + 1) * sizeof *last);
+    for (size_t i = 0; i < (size_t)S->world * SIM_LANES; i++) last[i] = RS_NONE;
     for (size_t s = 0; s < ns; s++) {
         const sstep *x = &S->steps.v[s];
-        rs_assert(x->rank < S->world && x->lane < RS_NLANES);
+        rs_assert(x->rank < S->world && x->lane < SIM_LANES);
         st.next_lane[s] = RS_NONE;
         st.tm[s].rank = x->rank;
         st.tm[s].lane = x->lane;
-        uint32_t *l = &last[(size_t)x->rank * RS_NLANES + x->lane];
+        uint32_t *l = &last[(size_t)x->rank * SIM_LANES + x->lane];
         if (*l != RS_NONE) {
             st.next_lane[*l] = (uint32_t)s;
             st.deps[s]++;
@@ -809,17 +860,30 @@ static int ssim_run(const ssim *S, const rs_cost_params *p, rs_cost_sim *out, in
         if (!st.deps[s]) rs_vec_push(&st.ready, (uint32_t)s);
     for (;;) {
         while (st.ready_head < st.ready.n) step_start(&st, st.ready.v[st.ready_head++]);
-        if (!st.nheap) break;
-        uint32_t f = st.heap[0];
-        if (st.fl.v[f].key > st.now) st.now = st.fl.v[f].key;
-        flow_end(&st, f);
-        int type = st.fl.v[f].type;
-        uint32_t owner = st.fl.v[f].owner;
-        switch (type) {
-        case FL_MSG: msg_done(&st, owner); break;
-        case FL_PRE: step_post(&st, owner); break;
-        case FL_POST: step_post_done(&st, owner); break;
-        default: step_done(&st, owner); break;
+        int have_link = st.nlheap > 0, have_timer = st.timers.n > 0;
+        if (!have_link && !have_timer) break;
+        if (have_timer && (!have_link || st.timers.v[0].t < st.links[st.lheap[0]].next)) {
+            timer t = timer_pop(&st);
+            if (t.t > st.now) st.now = t.t;
+            step_done(&st, t.step);
+            continue;
+        }
+        uint32_t l = st.lheap[0];
+        plink *L = &st.links[l];
+        if (L->next > st.now) st.now = L->next;
+        link_advance(&st, L);
+        uint32_t pid = L->h[0];
+        L->h[0] = L->h[--L->n];
+        link_heap_down(&st, L, 0);
+        if (L->n == 0) L->V = 0; /* idle: restart the clock (keeps tags small) */
+        link_resched(&st, l);
+        part x = st.parts.v[pid];
+        switch (x.type) {
+        case PT_MSG:
+            if (--st.msg_left[x.owner] == 0) msg_done(&st, x.owner);
+            break;
+        case PT_PRE: step_post(&st, x.owner); break;
+        default: step_post_done(&st, x.owner); break;
         }
     }
 
@@ -859,18 +923,20 @@ static int ssim_run(const ssim *S, const rs_cost_params *p, rs_cost_sim *out, in
         }
     if (keep_steps && rc == 0) out->steps = st.tm;
     else free(st.tm);
-    for (size_t l = 0; l < nl; l++) rs_vec_free(&st.link_flows[l]);
-    free(st.link_flows);
+    for (size_t l = 0; l < nl; l++) free(st.links[l].h);
+    free(st.links);
+    free(st.lheap);
     free(st.deps);
     free(st.pending);
     free(st.next_lane);
     free(st.posted);
+    free(st.msg_left);
     free(st.wdep_begin);
     free(st.wdep);
     free(st.msg_begin);
     free(st.msg_list);
-    free(st.heap);
-    rs_vec_free(&st.fl);
+    rs_vec_free(&st.parts);
+    rs_vec_free(&st.timers);
     rs_vec_free(&st.ready);
     if (rc) {
         free(out->link_s);
@@ -1300,8 +1366,36 @@ static void racc_free(racc *a)
     rs_vec_free(&a->touched);
 }
 
+/* Byte contributions of one tensor to a bucket: (rank, bytes) entries, added pro rata when the tensor
+ * is split across buckets. */
+typedef struct {
+    uint32_t rank;
+    double bytes;
+} rbytes;
+typedef rs_vec(rbytes) rbytes_vec;
+
+/* Distinct-volume factor of a tensor's source blocks: |union| / sum of volumes (1 unless source pieces
+ * overlap, in which case every overlapping block contributes pro rata). */
+static double src_overlap_factor(tinfo *ti)
+{
+    double sum = 0;
+    ti->ptrs.n = 0;
+    for (size_t i = 0; i < ti->src.n; i++) {
+        sum += (double)box_vol(&ti->src.v[i].b, 0, ti->nd);
+        rs_vec_push(&ti->ptrs, &ti->src.v[i].b);
+    }
+    if (sum <= 0) return 1;
+    double u = (double)union_volume(&ti->ptrs, ti->nd);
+    return u < sum ? u / sum : 1;
+}
+
 /* ---- gather-then-broadcast ----
- * Root R: the lowest source rank (NeMo RL broadcasts from training rank 0). Per bucket:
+ * Root R: the lowest source rank (NeMo RL broadcasts from training rank 0). With p->gb_roots = k > 1,
+ * buckets are dealt in turn to k roots (the lowest source rank of each of the first k domains holding
+ * sources), each with its own two-buffer pipeline and rings (a sensitivity knob, not NeMo RL's
+ * behaviour; docs/cost-model.md). Tensors in layout order
+ * fill buckets of params.bucket_bytes, a tensor larger than the room left being split pro rata (NeMo
+ * RL's buckets hold Hugging Face tensors, one expert at a time, so they are full and even). Per bucket:
  *  - gather (root lane 0): every needed element of the bucket's tensors reaches R from one holder
  *    (R itself when it holds it, else a holder in R's NVLink domain, else the holders in turn);
  *    R then packs the bucket (HBM). Gathering bucket k+1 overlaps broadcasting bucket k (two
@@ -1310,163 +1404,198 @@ static void racc_free(racc *a)
  *    domain after domain (domains in order of their lowest rank), split into C channels
  *    (C = min(8, most receivers in a domain)); channel j enters each domain through its
  *    (j mod n)-th receiver and fans out to the domain's other receivers over NVLink. All hops of
- *    the ring stream at once; a receiver in the i-th domain finishes (i + 1) network hops plus one
- *    NVLink hop of pipeline fill later (hop = latency + chunk / bandwidth). Every receiver then
- *    copies its part out of the bucket (HBM). */
+ *    the ring stream at once once R has the bucket; a receiver in the i-th domain finishes (i + 1)
+ *    network hops plus one NVLink hop of pipeline fill later (hop = latency + chunk / bandwidth).
+ *    Every receiver then copies its part out of the bucket (HBM). */
 int rs_cost_gather_broadcast(const rs_layout *L, const rs_cost_params *p, rs_cost_sim *out, char *err,
                              size_t errlen)
 {
     memset(out, 0, sizeof *out);
     if (params_check(p, err, errlen)) return -1;
-    uint32_t world = L->topo.world;
+    uint32_t world = L->topo.world, ndom = L->topo.ndomains;
     projcache c = {.L = L};
-    /* the root: lowest rank holding a non-empty source block */
-    uint32_t R = RS_NONE;
+    /* the roots: the lowest source rank, then (more roots) the lowest source rank of each further
+     * NVLink domain */
+    uint32_t nroots = p->gb_roots ? p->gb_roots : 1;
+    if (nroots > SIM_LANES - 2) nroots = SIM_LANES - 2;
+    uint32_t *dom_root = rs_xmalloc((ndom + 1) * sizeof *dom_root);
+    for (uint32_t d = 0; d < ndom; d++) dom_root[d] = RS_NONE;
     pblock_vec blk = {0};
     for (uint32_t t = 0; t < L->ntensors; t++) {
         blk.n = 0;
         tensor_blocks(&c, t, RS_SRC, &blk);
         for (size_t i = 0; i < blk.n; i++) {
-            uint32_t r0 = blk.v[i].pj->ranks[blk.v[i].pj->rank_begin[blk.v[i].tuple]];
-            if (r0 < R) R = r0;
+            const proj *pj = blk.v[i].pj;
+            for (uint32_t k = pj->rank_begin[blk.v[i].tuple]; k < pj->rank_begin[blk.v[i].tuple + 1]; k++) {
+                uint32_t r = pj->ranks[k], d = L->topo.domain_of[r];
+                if (r < dom_root[d]) dom_root[d] = r;
+            }
         }
     }
     rs_vec_free(&blk);
+    uint32_t roots[SIM_LANES], nr = 0;
+    for (uint32_t d = 0; d < ndom && nr < nroots; d++) { /* domains in order of their lowest source rank */
+        uint32_t best = RS_NONE;
+        for (uint32_t e = 0; e < ndom; e++) {
+            int used = 0;
+            for (uint32_t q = 0; q < nr; q++) used |= roots[q] == dom_root[e];
+            if (!used && dom_root[e] < best) best = dom_root[e];
+        }
+        if (best == RS_NONE) break;
+        roots[nr++] = best;
+    }
+    free(dom_root);
     ssim S = {.world = world, .domain_of = L->topo.domain_of};
-    if (R == RS_NONE) { /* nothing to send */
+    if (!nr) { /* nothing to send */
         int rc = ssim_run(&S, p, out, 0, err, errlen);
         projcache_free(&c);
         return rc;
     }
-    uint32_t Rdom = L->topo.domain_of[R];
+    uint32_t nb = 0, ri = 0, R = roots[0], Rdom = L->topo.domain_of[R];
+    uint32_t bprev[SIM_LANES][2]; /* per root: its last two broadcast steps */
+    uint32_t nbr[SIM_LANES] = {0};
     double nic = GBPS_TO_BPS(p->nic_gbps), nvl = GBPS_TO_BPS(p->nvlink_gbps), lat = p->latency_us * 1e-6;
     double hop_net = lat + (double)p->chunk_bytes / nic, hop_nvl = lat + (double)p->chunk_bytes / nvl;
+    double cap = (double)p->bucket_bytes;
     tinfo ti = {0};
     racc gat, need;
     racc_init(&gat, world);
     racc_init(&need, world);
-    u32_vec bcast_root = {0}, recv_step = {0}, dom_first = {0};
+    rbytes_vec tg = {0}, tn = {0};
+    u32_vec dom_first = {0}, order = {0};
     uint32_t *step_of = rs_xmalloc((world + 1) * sizeof *step_of);
+    uint32_t *dcount = rs_xcalloc(ndom + 1, sizeof *dcount), *dpos = rs_xmalloc((ndom + 1) * sizeof *dpos);
     double total = 0;
     for (uint32_t t = 0; t <= L->ntensors; t++) {
+        double left = 0, tbytes = 0, f = 1;
+        uint32_t tg_root = RS_NONE;
         if (t < L->ntensors) {
             tinfo_build(&c, t, &ti);
-            double tbytes = (double)ti.need_vol * (double)ti.dts;
+            tbytes = (double)ti.need_vol * (double)ti.dts;
             if (tbytes <= 0) continue;
-            total += tbytes;
+            tg.n = tn.n = 0;
             for (size_t i = 0; i < ti.dst.n; i++) {
                 const dblk *d = &ti.dst.v[i];
                 double v = (double)box_vol(&d->b, 0, ti.nd) * (double)ti.dts;
-                for (uint32_t k = 0; k < d->nranks; k++) racc_add(&need, ti.ranks.v[d->rbegin + k], v);
+                for (uint32_t k = 0; k < d->nranks; k++) {
+                    rbytes x = {ti.ranks.v[d->rbegin + k], v};
+                    rs_vec_push(&tn, x);
+                }
             }
             double srcvol = 0;
             for (size_t i = 0; i < ti.src.n; i++) srcvol += (double)box_vol(&ti.src.v[i].b, 0, ti.nd);
-            double f = srcvol > (double)ti.need_vol ? (double)ti.need_vol / srcvol : 1.0;
-            uint64_t rr = 0;
-            for (size_t i = 0; i < ti.src.n; i++) {
-                const dblk *s = &ti.src.v[i];
-                const uint32_t *hk = ti.ranks.v + s->rbegin;
-                if (rank_in(hk, s->nranks, R)) continue; /* the root holds it */
-                double v = (double)box_vol(&s->b, 0, ti.nd) * (double)ti.dts * f;
-                uint32_t local[64], nlocal = 0;
-                for (uint32_t k = 0; k < s->nranks && nlocal < 64; k++)
-                    if (L->topo.domain_of[hk[k]] == Rdom) local[nlocal++] = hk[k];
-                uint32_t h = nlocal ? local[rr % nlocal] : hk[rr % s->nranks];
-                rr++;
-                racc_add(&gat, h, v);
+            f = srcvol > (double)ti.need_vol ? (double)ti.need_vol / srcvol : 1.0;
+            left = tbytes;
+        }
+        for (;;) {
+            if (left > 0 && tg_root != R) { /* who sends what of this tensor to the current root */
+                tg.n = 0;
+                uint64_t rr = 0;
+                for (size_t i = 0; i < ti.src.n; i++) {
+                    const dblk *s = &ti.src.v[i];
+                    const uint32_t *hk = ti.ranks.v + s->rbegin;
+                    if (rank_in(hk, s->nranks, R)) continue; /* the root holds it */
+                    uint32_t local[64], nlocal = 0;
+                    for (uint32_t k = 0; k < s->nranks && nlocal < 64; k++)
+                        if (L->topo.domain_of[hk[k]] == Rdom) local[nlocal++] = hk[k];
+                    rbytes x = {nlocal ? local[rr % nlocal] : hk[rr % s->nranks],
+                                (double)box_vol(&s->b, 0, ti.nd) * (double)ti.dts * f};
+                    rr++;
+                    rs_vec_push(&tg, x);
+                }
+                tg_root = R;
             }
-            if (total <= (double)p->bucket_bytes) continue;
-        }
-        if (total <= 0) continue;
-        /* flush the bucket */
-        uint32_t k = (uint32_t)bcast_root.n;
-        uint32_t g = ssim_step(&S, R, 0);
-        S.steps.v[g].post = 2.0 * total;
-        if (k >= 2) ssim_wait(&S, g, bcast_root.v[k - 2]);
-        racc_sort(&gat);
-        for (size_t i = 0; i < gat.touched.n; i++) {
-            uint32_t h = gat.touched.v[i];
-            if (gat.v[h] <= 0) continue;
-            uint32_t s = ssim_step(&S, h, 0);
-            ssim_msg(&S, s, g, gat.v[h]);
-        }
-        uint32_t b = ssim_step(&S, R, 1);
-        ssim_wait(&S, b, g);
-        rs_vec_push(&bcast_root, b);
-        racc_sort(&need);
-        /* receivers by domain, domains in order of their lowest receiver */
-        recv_step.n = 0;
-        dom_first.n = 0;
-        uint32_t maxn = 0;
-        {
-            /* the touched list is sorted by rank; collect the order of domains */
-            uint32_t ndom = L->topo.ndomains;
-            uint32_t *dcount = rs_xcalloc(ndom + 1, sizeof *dcount);
+            if (left > 0) { /* move what fits of the tensor into the bucket */
+                double take = cap - total < left ? cap - total : left;
+                double frac = take / tbytes;
+                for (size_t i = 0; i < tg.n; i++) racc_add(&gat, tg.v[i].rank, tg.v[i].bytes * frac);
+                for (size_t i = 0; i < tn.n; i++) racc_add(&need, tn.v[i].rank, tn.v[i].bytes * frac);
+                total += take;
+                left -= take;
+                if (left < 1e-6 * tbytes) left = 0;
+            }
+            if (total < cap && (t < L->ntensors || total <= 0)) break;
+            /* flush the bucket (root R, the ri-th) */
+            uint32_t g = ssim_step(&S, R, 0);
+            S.steps.v[g].post = 2.0 * total;
+            if (nbr[ri] >= 2) ssim_wait(&S, g, bprev[ri][nbr[ri] % 2]);
+            racc_sort(&gat);
+            for (size_t i = 0; i < gat.touched.n; i++) {
+                uint32_t h = gat.touched.v[i];
+                if (gat.v[h] <= 0) continue;
+                ssim_msg(&S, ssim_step(&S, h, 0), g, gat.v[h]);
+            }
+            uint32_t b = ssim_step(&S, R, 1);
+            ssim_wait(&S, b, g);
+            bprev[ri][nbr[ri]++ % 2] = b;
+            /* receivers grouped by domain, domains in order of their lowest receiver */
+            racc_sort(&need);
+            dom_first.n = 0;
+            uint32_t maxn = 0;
             for (size_t i = 0; i < need.touched.n; i++) {
-                uint32_t r = need.touched.v[i];
+                uint32_t r = need.touched.v[i], d = L->topo.domain_of[r];
                 if (r == R) {
                     S.steps.v[b].post += 2.0 * need.v[r];
                     continue;
                 }
-                uint32_t d = L->topo.domain_of[r];
-                if (!dcount[d]++) rs_vec_push(&dom_first, d);
+                if (!dcount[d]++) {
+                    dpos[d] = (uint32_t)dom_first.n;
+                    rs_vec_push(&dom_first, d);
+                }
                 if (dcount[d] > maxn) maxn = dcount[d];
             }
-            uint32_t C = maxn < 8 ? maxn : 8;
-            double part = C ? total / C : 0;
-            /* receivers grouped by domain in dom_first order */
-            u32_vec order = {0};
-            uint32_t *dpos = rs_xmalloc((ndom + 1) * sizeof *dpos);
-            for (size_t i = 0; i < dom_first.n; i++) dpos[dom_first.v[i]] = (uint32_t)i;
-            uint32_t *dbegin = rs_xcalloc(dom_first.n + 2, sizeof *dbegin);
+            size_t nd = dom_first.n;
+            uint32_t *dbegin = rs_xcalloc(nd + 2, sizeof *dbegin);
+            for (size_t i = 0; i < nd; i++) dbegin[i + 1] = dbegin[i] + dcount[dom_first.v[i]];
+            order.n = 0;
+            rs_vec_reserve(&order, dbegin[nd] + 1);
+            order.n = dbegin[nd];
+            for (size_t i = 0; i < nd; i++) dcount[dom_first.v[i]] = 0; /* reused as fill counters */
             for (size_t i = 0; i < need.touched.n; i++) {
-                uint32_t r = need.touched.v[i];
-                if (r != R) dbegin[dpos[L->topo.domain_of[r]] + 1]++;
+                uint32_t r = need.touched.v[i], d = L->topo.domain_of[r];
+                if (r != R) order.v[dbegin[dpos[d]] + dcount[d]++] = r;
             }
-            for (size_t i = 0; i < dom_first.n; i++) dbegin[i + 1] += dbegin[i];
-            rs_vec_reserve(&order, need.touched.n + 1);
-            order.n = dbegin[dom_first.n];
-            uint32_t *fill = rs_xmalloc((dom_first.n + 1) * sizeof *fill);
-            memcpy(fill, dbegin, (dom_first.n + 1) * sizeof *fill);
-            for (size_t i = 0; i < need.touched.n; i++) {
-                uint32_t r = need.touched.v[i];
-                if (r != R) order.v[fill[dpos[L->topo.domain_of[r]]]++] = r;
-            }
-            for (size_t di = 0; di < dom_first.n; di++)
+            for (size_t i = 0; i < nd; i++) dcount[dom_first.v[i]] = 0;
+            for (size_t di = 0; di < nd; di++)
                 for (uint32_t q = dbegin[di]; q < dbegin[di + 1]; q++) {
                     uint32_t r = order.v[q];
-                    uint32_t s = ssim_step(&S, r, 1);
+                    uint32_t s = ssim_step(&S, r, 2 + (int)ri);
                     step_of[r] = s;
                     S.steps.v[s].post = 2.0 * need.v[r];
-                    ssim_wait(&S, s, g); /* a ring hop cannot forward what the root has not gathered */
                     S.steps.v[s].delay = (double)(di + 1) * hop_net + (dbegin[di + 1] - dbegin[di] > 1 ? hop_nvl : 0);
+                    ssim_wait(&S, s, g); /* a ring hop cannot forward what the root has not gathered */
                 }
+            uint32_t C = maxn < 8 ? maxn : 8;
             for (uint32_t j = 0; j < C; j++) {
                 uint32_t prev = b;
-                for (size_t di = 0; di < dom_first.n; di++) {
+                for (size_t di = 0; di < nd; di++) {
                     uint32_t n = dbegin[di + 1] - dbegin[di];
                     uint32_t head = order.v[dbegin[di] + j % n];
-                    ssim_msg(&S, prev, step_of[head], part);
+                    ssim_msg(&S, prev, step_of[head], total / C);
                     prev = step_of[head];
                     for (uint32_t q = dbegin[di]; q < dbegin[di + 1]; q++)
-                        if (order.v[q] != head) ssim_msg(&S, step_of[head], step_of[order.v[q]], part);
+                        if (order.v[q] != head) ssim_msg(&S, step_of[head], step_of[order.v[q]], total / C);
                 }
             }
-            free(fill);
             free(dbegin);
-            free(dpos);
-            free(dcount);
-            rs_vec_free(&order);
+            racc_reset(&gat);
+            racc_reset(&need);
+            total = 0;
+            nb++;
+            ri = nb % nr;
+            R = roots[ri];
+            Rdom = L->topo.domain_of[R];
+            if (left <= 0) break;
         }
-        racc_reset(&gat);
-        racc_reset(&need);
-        total = 0;
     }
     int rc = ssim_run(&S, p, out, 0, err, errlen);
     free(step_of);
-    rs_vec_free(&bcast_root);
-    rs_vec_free(&recv_step);
+    free(dcount);
+    free(dpos);
     rs_vec_free(&dom_first);
+    rs_vec_free(&order);
+    rs_vec_free(&tg);
+    rs_vec_free(&tn);
     racc_free(&gat);
     racc_free(&need);
     tinfo_free(&ti);
@@ -1478,12 +1607,17 @@ int rs_cost_gather_broadcast(const rs_layout *L, const rs_cost_params *p, rs_cos
 /* ---- direct ----
  * Every destination rank receives each element it needs straight from a holder: itself when it
  * holds it (a local copy), else the holders of that source block in turn (round-robin by count, as
- * NCCL M2N's uniform mode), never through another destination rank. Per bucket, every rank runs one
- * step with all its sends and receives of the bucket (packed before, unpacked after). */
+ * NCCL M2N's uniform mode), never through another destination rank. Work is cut into items, one per
+ * source block of each tensor (one expert, one shard), taken in layout order into buckets of
+ * params.bucket_bytes (an item larger than the room left is split pro rata); per bucket, every rank
+ * taking part runs one step with all its sends and receives of the bucket, merged per peer (packed
+ * before, unpacked after), like one M2N call per bucket. With bucket_bytes = UINT64_MAX everything
+ * moves in one step per rank (the concurrent variant). */
 typedef struct {
     uint32_t from, to;
     double bytes;
 } pairb;
+typedef rs_vec(pairb) pairb_vec;
 
 static int cmp_pairb(const void *a, const void *b)
 {
@@ -1501,76 +1635,103 @@ int rs_cost_direct(const rs_layout *L, const rs_cost_params *p, rs_cost_sim *out
     projcache c = {.L = L};
     ssim S = {.world = world, .domain_of = L->topo.domain_of};
     tinfo ti = {0};
-    rs_vec(pairb) pairs = {0};
+    pairb_vec pairs = {0}, item = {0};
     racc sent, recvd;
     racc_init(&sent, world);
     racc_init(&recvd, world);
+    u32_vec ranks = {0};
     uint32_t *step_of = rs_xmalloc((world + 1) * sizeof *step_of);
+    double cap = p->bucket_bytes == UINT64_MAX ? INFINITY : (double)p->bucket_bytes;
     double total = 0;
     for (uint32_t t = 0; t <= L->ntensors; t++) {
+        size_t nitems = 0;
+        double f = 1;
         if (t < L->ntensors) {
             tinfo_build(&c, t, &ti);
-            double tbytes = (double)ti.need_vol * (double)ti.dts;
-            if (tbytes <= 0) continue;
-            total += tbytes;
-            for (size_t i = 0; i < ti.dst.n; i++) {
-                const dblk *d = &ti.dst.v[i];
-                for (size_t j = 0; j < ti.src.n; j++) {
-                    dblk *s = &ti.src.v[j];
+            if (ti.need_vol <= 0) continue;
+            nitems = ti.src.n;
+            f = src_overlap_factor(&ti);
+        }
+        for (size_t j = 0; j <= nitems; j++) {
+            double left = 0, ibytes = 0;
+            item.n = 0;
+            if (j < nitems) { /* the pairs of source block j */
+                dblk *s = &ti.src.v[j];
+                const uint32_t *hk = ti.ranks.v + s->rbegin;
+                double covered = 0;
+                for (size_t i = 0; i < ti.dst.n; i++) {
+                    const dblk *d = &ti.dst.v[i];
                     int64_t v = box_intersect(&d->b, &s->b, ti.nd);
                     if (!v) continue;
-                    double bytes = (double)v * (double)ti.dts;
-                    const uint32_t *hk = ti.ranks.v + s->rbegin;
+                    covered += (double)v;
+                    double bytes = (double)v * (double)ti.dts * f;
                     for (uint32_t k = 0; k < d->nranks; k++) {
                         uint32_t r = ti.ranks.v[d->rbegin + k];
-                        if (rank_in(hk, s->nranks, r)) {
-                            racc_add(&recvd, r, bytes); /* local copy */
-                            continue;
-                        }
-                        uint32_t h = hk[s->rr++ % s->nranks];
-                        pairb q = {h, r, bytes};
-                        rs_vec_push(&pairs, q);
-                        racc_add(&sent, h, bytes);
-                        racc_add(&recvd, r, bytes);
+                        pairb q = {rank_in(hk, s->nranks, r) ? r : hk[s->rr++ % s->nranks], r, bytes};
+                        rs_vec_push(&item, q);
                     }
                 }
+                double sv = (double)box_vol(&s->b, 0, ti.nd);
+                ibytes = (covered < sv ? covered : sv) * (double)ti.dts * f;
+                if (ibytes <= 0 || !item.n) continue;
+                left = ibytes;
+            } else if (t < L->ntensors)
+                break; /* next tensor */
+            for (;;) {
+                if (left > 0) {
+                    double take = cap - total < left ? cap - total : left;
+                    double frac = take / ibytes;
+                    for (size_t i = 0; i < item.n; i++) {
+                        pairb q = item.v[i];
+                        q.bytes *= frac;
+                        racc_add(&recvd, q.to, q.bytes);
+                        if (q.from == q.to) continue; /* local copy */
+                        racc_add(&sent, q.from, q.bytes);
+                        rs_vec_push(&pairs, q);
+                    }
+                    total += take;
+                    left -= take;
+                    if (left < 1e-6 * ibytes) left = 0;
+                }
+                if (total < cap && (t < L->ntensors || total <= 0)) break;
+                /* flush: one step per rank taking part, all its messages of the bucket in it */
+                qsort(pairs.v, pairs.n, sizeof *pairs.v, cmp_pairb);
+                ranks.n = 0;
+                for (size_t i = 0; i < sent.touched.n; i++) rs_vec_push(&ranks, sent.touched.v[i]);
+                for (size_t i = 0; i < recvd.touched.n; i++)
+                    if (!sent.on[recvd.touched.v[i]]) rs_vec_push(&ranks, recvd.touched.v[i]);
+                qsort(ranks.v, ranks.n, sizeof *ranks.v, cmp_u32);
+                for (size_t i = 0; i < ranks.n; i++) {
+                    uint32_t r = ranks.v[i];
+                    uint32_t st = ssim_step(&S, r, 0);
+                    step_of[r] = st;
+                    S.steps.v[st].pre = 2.0 * (sent.on[r] ? sent.v[r] : 0);
+                    S.steps.v[st].post = 2.0 * (recvd.on[r] ? recvd.v[r] : 0);
+                }
+                for (size_t i = 0; i < pairs.n;) {
+                    size_t k = i;
+                    double bytes = 0;
+                    while (k < pairs.n && pairs.v[k].from == pairs.v[i].from && pairs.v[k].to == pairs.v[i].to)
+                        bytes += pairs.v[k++].bytes;
+                    ssim_msg(&S, step_of[pairs.v[i].from], step_of[pairs.v[i].to], bytes);
+                    i = k;
+                }
+                pairs.n = 0;
+                racc_reset(&sent);
+                racc_reset(&recvd);
+                total = 0;
+                if (left <= 0) break;
             }
-            if (total <= (double)p->bucket_bytes) continue;
+            if (t == L->ntensors) break;
         }
-        if (total <= 0) continue;
-        /* flush: one step per rank taking part, all its messages of the bucket in it */
-        qsort(pairs.v, pairs.n, sizeof *pairs.v, cmp_pairb);
-        u32_vec ranks = {0};
-        for (size_t i = 0; i < sent.touched.n; i++) rs_vec_push(&ranks, sent.touched.v[i]);
-        for (size_t i = 0; i < recvd.touched.n; i++)
-            if (!sent.on[recvd.touched.v[i]]) rs_vec_push(&ranks, recvd.touched.v[i]);
-        qsort(ranks.v, ranks.n, sizeof *ranks.v, cmp_u32);
-        for (size_t i = 0; i < ranks.n; i++) {
-            uint32_t r = ranks.v[i];
-            uint32_t s = ssim_step(&S, r, 0);
-            step_of[r] = s;
-            S.steps.v[s].pre = 2.0 * (sent.on[r] ? sent.v[r] : 0);
-            S.steps.v[s].post = 2.0 * (recvd.on[r] ? recvd.v[r] : 0);
-        }
-        for (size_t i = 0; i < pairs.n;) {
-            size_t j = i;
-            double bytes = 0;
-            while (j < pairs.n && pairs.v[j].from == pairs.v[i].from && pairs.v[j].to == pairs.v[i].to)
-                bytes += pairs.v[j++].bytes;
-            ssim_msg(&S, step_of[pairs.v[i].from], step_of[pairs.v[i].to], bytes);
-            i = j;
-        }
-        rs_vec_free(&ranks);
-        pairs.n = 0;
-        racc_reset(&sent);
-        racc_reset(&recvd);
-        total = 0;
     }
     int rc = ssim_run(&S, p, out, 0, err, errlen);
     free(step_of);
+    rs_vec_free(&ranks);
     racc_free(&sent);
     racc_free(&recvd);
     rs_vec_free(&pairs);
+    rs_vec_free(&item);
     tinfo_free(&ti);
     ssim_free(&S);
     projcache_free(&c);
@@ -1585,8 +1746,13 @@ int rs_cost_report_build(const rs_plan *P, const rs_cost_params *p, rs_cost_repo
     out->params = *p;
     if (rs_cost_lower_bound(&P->layout, p, &out->bound, err, errlen) ||
         rs_cost_plan_traffic(P, &out->traffic, err, errlen) || rs_cost_model_plan(P, p, &out->plan, err, errlen) ||
-        rs_cost_gather_broadcast(&P->layout, p, &out->gather_broadcast, err, errlen) ||
-        rs_cost_direct(&P->layout, p, &out->direct, err, errlen)) {
+        rs_cost_gather_broadcast(&P->layout, p, &out->gather_broadcast, err, errlen)) {
+        rs_cost_report_free(out);
+        return -1;
+    }
+    rs_cost_params all = *p; /* direct: every rank's messages in one step, no buckets */
+    all.bucket_bytes = UINT64_MAX;
+    if (rs_cost_direct(&P->layout, &all, &out->direct, err, errlen)) {
         rs_cost_report_free(out);
         return -1;
     }

@@ -18,6 +18,7 @@ typedef struct {
     double latency_us;    /* per message, 5 us: counted on each link the message uses */
     uint64_t bucket_bytes; /* baselines: tensors are sent in buckets of this many bytes, 1 GiB */
     uint64_t chunk_bytes;  /* gather-broadcast: pipeline chunk of the broadcast ring, 1 MiB */
+    uint32_t gb_roots;     /* gather-broadcast: broadcast roots, 1 (NeMo RL); more is a what-if */
 } rs_cost_params;
 
 /* Defaults, taking bandwidths from the topology (which may be NULL). */
@@ -79,7 +80,8 @@ int rs_cost_model_plan(const rs_plan *P, const rs_cost_params *p, rs_cost_sim *o
 
 /* Baselines built from the layout, priced by the same simulation (docs/cost-model.md says exactly how):
  * gather-then-broadcast (NeMo RL's conventional refit) and direct (every destination rank fetches
- * its own bytes from a holder chosen round-robin by replica count, no NVLink fan-out). */
+ * its own bytes from a holder chosen round-robin by replica count, no NVLink fan-out), both in
+ * buckets of p->bucket_bytes taken in layout order (bucket_bytes = UINT64_MAX: direct in one step). */
 int rs_cost_gather_broadcast(const rs_layout *L, const rs_cost_params *p, rs_cost_sim *out, char *err,
                              size_t errlen);
 int rs_cost_direct(const rs_layout *L, const rs_cost_params *p, rs_cost_sim *out, char *err, size_t errlen);
@@ -107,7 +109,7 @@ typedef struct {
     rs_cost_params params;
     rs_cost_bound bound;
     rs_cost_traffic traffic;
-    rs_cost_sim plan, gather_broadcast, direct;
+    rs_cost_sim plan, gather_broadcast, direct; /* direct: every message of a rank in one step */
 } rs_cost_report;
 
 int rs_cost_report_build(const rs_plan *P, const rs_cost_params *p, rs_cost_report *out, char *err,

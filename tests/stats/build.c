@@ -235,6 +235,7 @@ void tb_roundtrip(rs_plan *P)
     rs_plan Q;
     if (rs_plan_decode(img, len, -1, &Q, err, sizeof err)) rs_die("decode: %s", err);
     free(img);
+    if (rs_plan_verify_all(&Q, err, sizeof err)) rs_die("verify: %s", err);
     rs_plan_free(P);
     *P = Q;
 }

@@ -29,7 +29,8 @@ void tb_copy(rs_plan *P, uint32_t rank, int code, uint32_t sloc, uint64_t soff, 
              uint64_t doff, uint64_t dstride, uint64_t rows, uint64_t rowbytes);
 /* Binding index of the buffer named `name` on rank (aborts when absent). */
 uint32_t tb_loc(const rs_plan *P, uint32_t rank, const char *name);
-/* Encode and decode (every rank): the plan the cost model sees is one the loader accepted. */
+/* Encode, decode (every rank) and verify the whole plan: the cost model sees a plan the loader and the
+ * verifier accept. */
 void tb_roundtrip(rs_plan *P);
 
 #endif

@@ -363,6 +363,23 @@ static void trace_step(const rs_exec *x, uint32_t s)
     free(buf);
 }
 
+/* One step: cross-lane waits, phase 1 (PACK, COPY), phase 2 (one group of sends and receives), phase 3
+ * (UNPACK), completion. */
+static rsResult_t step(rs_exec *x, uint32_t s, int trace)
+{
+    const rs_transport *t = x->tr;
+    const rs_xstep *xs = &x->xs[s];
+    int l = xs->lane;
+    for (uint32_t w = 0; w < xs->nwaits; w++) RS_TRY(t->wait(x, l, x->prog->waits[xs->wait_begin + w]));
+    if (trace) trace_step(x, s);
+    if (xs->njob1) RS_TRY(t->copies(x, l, s, 1));
+    if (s == x->fault_step)
+        return rs_rt_err(rsTransportError, "rank %u step %u (%s): injected transport error", x->rank, s, lane_name(l));
+    if (xs->np2p) RS_TRY(t->group(x, l, s));
+    if (xs->njob3) RS_TRY(t->copies(x, l, s, 3));
+    return t->done(x, l, s);
+}
+
 rsResult_t rs_exec_walk(rs_exec *x, int lane, const atomic_int *stop)
 {
     const rs_transport *t = x->tr;
@@ -370,21 +387,12 @@ rsResult_t rs_exec_walk(rs_exec *x, int lane, const atomic_int *stop)
     int trace = rs_rt_log_level() >= RS_LOG_TRACE;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t s = lane < 0 ? i : x->lane_steps[lane][i];
-        const rs_xstep *xs = &x->xs[s];
-        int l = xs->lane;
         if (stop && atomic_load(stop))
             return rs_rt_err(rsAborted, "rank %u: run aborted before step %u", x->rank, s);
         if (t->mark) t->mark(x, s, 1);
-        for (uint32_t w = 0; w < xs->nwaits; w++) RS_TRY(t->wait(x, l, x->prog->waits[xs->wait_begin + w]));
-        if (trace) trace_step(x, s);
-        if (xs->njob1) RS_TRY(t->copies(x, l, s, 1));
-        if (s == x->fault_step)
-            return rs_rt_err(rsTransportError, "rank %u step %u (%s): injected transport error", x->rank, s,
-                             lane_name(l));
-        if (xs->np2p) RS_TRY(t->group(x, l, s));
-        if (xs->njob3) RS_TRY(t->copies(x, l, s, 3));
-        RS_TRY(t->done(x, l, s));
+        rsResult_t r = step(x, s, trace);
         if (t->mark) t->mark(x, s, 0);
+        if (r != rsSuccess) return r;
     }
     return rsSuccess;
 }

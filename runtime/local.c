@@ -217,20 +217,11 @@ rsResult_t rs_agree_check(const rs_agree_rec *recs, uint32_t n, char *msg, size_
         snprintf(msg, len, "out of memory comparing plans");
         return rsSystemError;
     }
+    /* Root causes first: the world size and the rank numbering (of the ranks that set up fine), then ranks
+     * that failed locally, then the plans themselves. */
     uint32_t m = 0;
     for (uint32_t i = 0; i < n; i++)
-        if (recs[i].status) list[m++] = i;
-    if (m) {
-        rs_format_ranks(list, m, ranks, sizeof ranks);
-        snprintf(msg, len, "plan agreement failed: rank%s %s could not set up %s executor%s (first: %s)",
-                 m > 1 ? "s" : "", ranks, m > 1 ? "their" : "its", m > 1 ? "s" : "",
-                 rsGetErrorString((rsResult_t)recs[list[0]].status));
-        res = rsRemoteError;
-        goto out;
-    }
-    m = 0;
-    for (uint32_t i = 0; i < n; i++)
-        if (recs[i].world != n) list[m++] = i;
+        if (!recs[i].status && recs[i].world != n) list[m++] = i;
     if (m) {
         rs_format_ranks(list, m, ranks, sizeof ranks);
         snprintf(msg, len, "world size mismatch: %u ranks joined, but rank%s %s loaded a plan for %u ranks", n,
@@ -240,12 +231,23 @@ rsResult_t rs_agree_check(const rs_agree_rec *recs, uint32_t n, char *msg, size_
     }
     m = 0;
     for (uint32_t i = 0; i < n; i++)
-        if (recs[i].rank != i) list[m++] = i;
+        if (!recs[i].status && recs[i].rank != i) list[m++] = i;
     if (m) {
         rs_format_ranks(list, m, ranks, sizeof ranks);
         snprintf(msg, len, "rank numbering mismatch: communicator rank%s %s run plan rank %u%s", m > 1 ? "s" : "",
                  ranks, recs[list[0]].rank, m > 1 ? ", ..." : "");
         res = rsMismatch;
+        goto out;
+    }
+    m = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (recs[i].status) list[m++] = i;
+    if (m) {
+        rs_format_ranks(list, m, ranks, sizeof ranks);
+        snprintf(msg, len, "plan agreement failed: rank%s %s could not set up %s executor%s (first: %s)",
+                 m > 1 ? "s" : "", ranks, m > 1 ? "their" : "its", m > 1 ? "s" : "",
+                 rsGetErrorString((rsResult_t)recs[list[0]].status));
+        res = rsRemoteError;
         goto out;
     }
     int differ = 0;

@@ -78,3 +78,9 @@ foreach(t replay_row replay_transpose replay_mixed replay_forward replay_local)
   set_tests_properties(runtime_kernel_emulation_${t} PROPERTIES TIMEOUT 120 LABELS runtime
                        ENVIRONMENT RESHARD_CPU_EMULATE_KERNELS=1)
 endforeach()
+
+# Receive fusion off: the CPU transport materializes every message in staging exactly as the GPU transports do.
+foreach(t replay_row replay_transpose replay_mixed replay_forward inject abort)
+  add_test(NAME runtime_nofusion_${t} COMMAND test_runtime ${t})
+  set_tests_properties(runtime_nofusion_${t} PROPERTIES TIMEOUT 120 LABELS runtime ENVIRONMENT RESHARD_CPU_FUSE=0)
+endforeach()

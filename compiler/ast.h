@@ -268,6 +268,7 @@ typedef struct rs_front {
 #define RS_FRONT_MAX_NEST 256              /* nested for/if blocks */
 #define RS_FRONT_MAX_MESHES 65536
 #define RS_FRONT_MAX_MESH_INDEX (64u << 20) /* meshes x world entries in the rank index tables */
+#define RS_FRONT_MAX_EXTENT (INT64_C(1) << 62) /* one tensor or buffer dimension: keeps block math in range */
 #define RS_FRONT_MAX_AST (128u << 20)       /* bytes of syntax tree for one top-level statement */
 #define RS_FRONT_MAX_STEPS 500000000ull     /* expression nodes evaluated plus statements run */
 #define RS_FRONT_MAX_SUGGEST 20000000ull    /* names compared for did-you-mean hints, in all */

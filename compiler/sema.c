@@ -678,6 +678,9 @@ static void elab_tensor(sema *S, const ast_stmt *s)
             if (v <= 0) {
                 ERR(e->loc, "dimension %u of tensor '%s' must be positive (is %lld)", t.ndim, t.name, LL(v));
                 ti.poisoned = 1;
+            } else if (v > RS_FRONT_MAX_EXTENT) {
+                ERR(e->loc, "dimension %u of tensor '%s' is too large (%lld; at most 2^62)", t.ndim, t.name, LL(v));
+                ti.poisoned = 1;
             }
             if (v > 0 && rs_mul_ovf(bytes, v, &bytes)) big = 1;
             t.shape[t.ndim++] = v;
@@ -1079,6 +1082,9 @@ static void elab_piece(sema *S, const ast_stmt *st)
                 if (eval(S, e, &v)) sbad = 1;
                 else if (v <= 0) {
                     ERR(e->loc, "dimension %u of the buffer shape must be positive (is %lld)", bnd, LL(v));
+                    sbad = 1;
+                } else if (v > RS_FRONT_MAX_EXTENT) {
+                    ERR(e->loc, "dimension %u of the buffer shape is too large (%lld; at most 2^62)", bnd, LL(v));
                     sbad = 1;
                 } else if (rs_mul_ovf(bytes, v, &bytes)) big = 1;
                 bshape[bnd++] = v;

@@ -23,12 +23,15 @@ endif()
 if(Python3_Interpreter_FOUND)
   list(APPEND RS_EX_ENV "PYTHON=${Python3_EXECUTABLE}")
 endif()
+if(NOT RESHARD_SANITIZE)
+  list(APPEND RS_EX_ENV "RS_EX_VMEM_KB=6291456") # 6 GiB for a full-size compile (target: under 2 GiB)
+endif()
 
 # rs_example_test(<test name> <mode> <example> [args...])
 function(rs_example_test test mode example)
   add_test(NAME ${test}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/examples/run.sh ${mode} ${RS_EX_DIR}/${example}.layout ${ARGN})
-  set_tests_properties(${test} PROPERTIES ENVIRONMENT "${RS_EX_ENV}" LABELS examples TIMEOUT 900)
+  set_tests_properties(${test} PROPERTIES ENVIRONMENT "${RS_EX_ENV}" LABELS examples TIMEOUT 600)
 endfunction()
 
 # rs_example(<example> <bytes>): the five tests of one example.

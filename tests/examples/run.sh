@@ -7,7 +7,8 @@
 #   run.sh replay   LAYOUT [-D N=V]...         compile with the file's replay-args (then the extra -D), replay
 #                                              on the CPU transport, every destination element checked
 #   run.sh ref      LAYOUT [-D N=V]...         layout_ref.py at the replay-args sizes (Megatron / vLLM emulation)
-# Environment: RESHARDC, RESHARD_REPLAY, RS_COVERAGE, PYTHON (tool paths), WORK (scratch directory).
+# Environment: RESHARDC, RESHARD_REPLAY, RS_COVERAGE, PYTHON (tool paths), WORK (scratch directory),
+# RS_EX_VMEM_KB (address-space limit for the full-size compile; unset under sanitizers).
 set -euo pipefail
 mode=$1 layout=$2
 shift 2
@@ -57,6 +58,8 @@ bytes)
     done
     ;;
 verify)
+    # a planner that blows up fails here cleanly instead of taking the machine down (issue 5's target is 2 GiB)
+    if [ -n "${RS_EX_VMEM_KB:-}" ]; then ulimit -v "$RS_EX_VMEM_KB"; fi
     "$RESHARDC" "$layout" -o "$work/full.plan" "$@"
     "$RESHARDC" verify "$work/full.plan"
     ls -l "$work/full.plan"

@@ -91,10 +91,15 @@ static void walk_piece(walk_ctx *c, uint32_t pi, const int64_t *coord, int mode)
     }
     uint8_t *mem = c->bufs[bi];
     uint8_t *cover = c->cover ? c->cover[bi] : NULL;
+    /* Scalars (0 dims) are one element: walk them as a dim of extent 1. */
+    uint32_t tn = t->ndim;
+    int64_t tshape[RS_MAX_DIMS];
+    memcpy(tshape, t->shape, sizeof tshape);
+    if (tn == 0) tn = 1, lo[0] = 0, hi[0] = 1, tshape[0] = 1;
+    if (bnd == 0) bnd = 1, blo[0] = 0, bhi[0] = 1, shape[0] = 1;
     /* Row-major strides of the tensor and of the buffer, in elements. */
     uint64_t ts[RS_MAX_DIMS], bs[RS_MAX_DIMS];
-    uint32_t tn = t->ndim;
-    for (int d = (int)tn - 1; d >= 0; d--) ts[d] = d == (int)tn - 1 ? 1 : ts[d + 1] * (uint64_t)t->shape[d + 1];
+    for (int d = (int)tn - 1; d >= 0; d--) ts[d] = d == (int)tn - 1 ? 1 : ts[d + 1] * (uint64_t)tshape[d + 1];
     for (int d = (int)bnd - 1; d >= 0; d--) bs[d] = d == (int)bnd - 1 ? 1 : bs[d + 1] * (uint64_t)shape[d + 1];
     int64_t ti[RS_MAX_DIMS] = {0}, bi2[RS_MAX_DIMS] = {0};
     uint64_t tleft = (uint64_t)(hi[tn - 1] - lo[tn - 1]), bleft = (uint64_t)(bhi[bnd - 1] - blo[bnd - 1]);
@@ -122,7 +127,7 @@ static void walk_piece(walk_ctx *c, uint32_t pi, const int64_t *coord, int mode)
             for (uint64_t j = 0; j < es; j++) got |= (uint64_t)e[j] << (8 * j);
             uint64_t want = es >= 8 ? v : v & ((1ull << (8 * es)) - 1);
             char ti_s[128], bi_s[128];
-            fmt_index(ti_s, sizeof ti_s, tn, t->shape, gidx + i);
+            fmt_index(ti_s, sizeof ti_s, tn, tshape, gidx + i);
             fmt_index(bi_s, sizeof bi_s, bnd, shape, off + i);
             if (mode == MODE_CHECK_DST) c->rep->wrong++;
             else c->rep->src_changed++;

@@ -84,3 +84,21 @@ foreach(t replay_row replay_transpose replay_mixed replay_forward inject abort)
   add_test(NAME runtime_nofusion_${t} COMMAND test_runtime ${t})
   set_tests_properties(runtime_nofusion_${t} PROPERTIES TIMEOUT 120 LABELS runtime ENVIRONMENT RESHARD_CPU_FUSE=0)
 endforeach()
+
+# Random layouts (tests/planner/gen.c) planned by the real planner, loaded and replayed, every element checked:
+# as is, without receive fusion, and through the GPU kernel's descriptors. Built once the planner and the
+# whole-plan verifier are in the tree.
+if(EXISTS ${PROJECT_SOURCE_DIR}/tests/planner/gen.c AND EXISTS ${PROJECT_SOURCE_DIR}/common/plan_verify_all.c
+   AND EXISTS ${PROJECT_SOURCE_DIR}/compiler/planner.h)
+  add_executable(test_planned ${RS_RT_DIR}/test_planned.c ${PROJECT_SOURCE_DIR}/tests/planner/gen.c
+                 ${PROJECT_SOURCE_DIR}/tests/planner/lb.c)
+  target_include_directories(test_planned PRIVATE ${PROJECT_SOURCE_DIR}/tests/planner)
+  target_link_libraries(test_planned PRIVATE rscompiler rsreplay)
+  add_test(NAME runtime_planned_random COMMAND test_planned 1 400)
+  add_test(NAME runtime_planned_random_nofusion COMMAND test_planned 1000 200)
+  add_test(NAME runtime_planned_random_kernels COMMAND test_planned 2000 200)
+  set_tests_properties(runtime_planned_random runtime_planned_random_nofusion runtime_planned_random_kernels
+                       PROPERTIES TIMEOUT 300 LABELS "runtime;replay")
+  set_tests_properties(runtime_planned_random_nofusion PROPERTIES ENVIRONMENT RESHARD_CPU_FUSE=0)
+  set_tests_properties(runtime_planned_random_kernels PROPERTIES ENVIRONMENT RESHARD_CPU_EMULATE_KERNELS=1)
+endif()

@@ -19,7 +19,7 @@ void rs_cost_params_default(rs_cost_params *p, const rs_topology *topo)
     p->hbm_gbps = 24000.0;
     p->latency_us = 5.0;
     p->bucket_bytes = 1ull << 30;
-    p->chunk_bytes = 1ull << 20;
+    p->chunk_bytes = 512ull << 10;
     p->gb_roots = 1;
 }
 
@@ -1400,13 +1400,14 @@ static double src_overlap_factor(tinfo *ti)
  *    (R itself when it holds it, else a holder in R's NVLink domain, else the holders in turn);
  *    R then packs the bucket (HBM). Gathering bucket k+1 overlaps broadcasting bucket k (two
  *    buffers: gathering bucket k+2 waits until bucket k is broadcast).
- *  - broadcast (lane 1): a pipelined ring over the destination ranks that need any of the bucket,
- *    domain after domain (domains in order of their lowest rank), split into C channels
- *    (C = min(8, most receivers in a domain)); channel j enters each domain through its
- *    (j mod n)-th receiver and fans out to the domain's other receivers over NVLink. All hops of
- *    the ring stream at once once R has the bucket; a receiver in the i-th domain finishes (i + 1)
- *    network hops plus one NVLink hop of pipeline fill later (hop = latency + chunk / bandwidth).
- *    Every receiver then copies its part out of the bucket (HBM). */
+ *  - broadcast (lane 1): NCCL's ring over the destination ranks that need any of the bucket, split
+ *    into C channels (C = min(8, most receivers in a domain)) of total / C bytes each. Channel j
+ *    visits the domains in order of their lowest receiver; inside a domain of n receivers it enters
+ *    at the (j mod n)-th, passes through all n over NVLink, and leaves from the last to the next
+ *    domain over the network. All hops of the ring stream at once once R has the bucket; a receiver
+ *    of the i-th domain finishes later by the ring's depth up to the end of its domain:
+ *    (i + 1) network hops and (receivers so far - i - 1) NVLink hops (hop = latency + chunk /
+ *    bandwidth). Every receiver then copies its part out of the bucket (HBM). */
 int rs_cost_gather_broadcast(const rs_layout *L, const rs_cost_params *p, rs_cost_sim *out, char *err,
                              size_t errlen)
 {
@@ -1562,19 +1563,20 @@ int rs_cost_gather_broadcast(const rs_layout *L, const rs_cost_params *p, rs_cos
                     uint32_t s = ssim_step(&S, r, 2 + (int)ri);
                     step_of[r] = s;
                     S.steps.v[s].post = 2.0 * need.v[r];
-                    S.steps.v[s].delay = (double)(di + 1) * hop_net + (dbegin[di + 1] - dbegin[di] > 1 ? hop_nvl : 0);
+                    /* pipeline fill: the depth of the ring up to the end of this domain */
+                    S.steps.v[s].delay = (double)(di + 1) * hop_net + (double)(dbegin[di + 1] - (di + 1)) * hop_nvl;
                     ssim_wait(&S, s, g); /* a ring hop cannot forward what the root has not gathered */
                 }
             uint32_t C = maxn < 8 ? maxn : 8;
-            for (uint32_t j = 0; j < C; j++) {
+            for (uint32_t j = 0; j < C; j++) { /* channel j: one ring through every receiver */
                 uint32_t prev = b;
                 for (size_t di = 0; di < nd; di++) {
                     uint32_t n = dbegin[di + 1] - dbegin[di];
-                    uint32_t head = order.v[dbegin[di] + j % n];
-                    ssim_msg(&S, prev, step_of[head], total / C);
-                    prev = step_of[head];
-                    for (uint32_t q = dbegin[di]; q < dbegin[di + 1]; q++)
-                        if (order.v[q] != head) ssim_msg(&S, step_of[head], step_of[order.v[q]], total / C);
+                    for (uint32_t q = 0; q < n; q++) {
+                        uint32_t r = order.v[dbegin[di] + (j + q) % n];
+                        ssim_msg(&S, prev, step_of[r], total / C);
+                        prev = step_of[r];
+                    }
                 }
             }
             free(dbegin);

@@ -17,7 +17,7 @@ typedef struct {
     double hbm_gbps;      /* device memory, 24000 (3 TB/s); a copy of B bytes moves 2B (read + write) */
     double latency_us;    /* per message, 5 us: counted on each link the message uses */
     uint64_t bucket_bytes; /* baselines: tensors are sent in buckets of this many bytes, 1 GiB */
-    uint64_t chunk_bytes;  /* gather-broadcast: pipeline chunk of the broadcast ring, 1 MiB */
+    uint64_t chunk_bytes;  /* gather-broadcast: pipeline chunk of the broadcast ring, 512 KiB */
     uint32_t gb_roots;     /* gather-broadcast: broadcast roots, 1 (NeMo RL); more is a what-if */
 } rs_cost_params;
 

@@ -1,7 +1,7 @@
 /* test_cost.c - hand-computed cost-model cases: the bound, the modeled time of a hand-written plan and
  * both baselines, each checked against a formula worked out on paper (docs/cost-model.md). Defaults:
  * NIC 400 Gb/s = 50e9 B/s, NVLink 3600 Gb/s = 450e9 B/s, HBM 3e12 B/s (a copy of B bytes costs
- * 2B / HBM), 5 us per message (latency x bandwidth extra bytes on each link), 1 MiB broadcast chunk.
+ * 2B / HBM), 5 us per message (latency x bandwidth extra bytes on each link), 512 KiB broadcast chunk.
  * Usage: test_cost [--svg FILE] [CASE]. */
 #include <math.h>
 #include <stdio.h>
@@ -18,8 +18,8 @@ static const char *svg_out; /* --svg FILE: also draw the report of the case */
 #define NVL 450e9
 #define HBM 3e12
 #define LAT 5e-6
-#define HOP_NET (LAT + 1048576.0 / NIC)
-#define HOP_NVL (LAT + 1048576.0 / NVL)
+#define HOP_NET (LAT + 524288.0 / NIC)
+#define HOP_NVL (LAT + 524288.0 / NVL)
 #define MSG_NET(b) (((double)(b) + LAT * NIC) / NIC) /* one message alone on its NICs */
 #define COPY(b) (2.0 * (double)(b) / HBM)
 
@@ -147,10 +147,11 @@ static void replicas(void)
     near("replicas modeled", r.plan.time_s, MSG_NET(Q) + COPY(Q) + nvl3 + COPY(3 * Q));
     /* direct: destination i fetches the whole tensor from source i (round-robin over the replicas) */
     near("replicas direct", r.direct.time_s, COPY(S) + MSG_NET(S) + COPY(S));
-    /* gather-broadcast: root 0 holds all; 4 channels leave its NIC at a quarter of its bandwidth each,
-     * one per destination, which fan out over NVLink meanwhile; fill: one network and one NVLink hop */
+    /* gather-broadcast: root 0 holds all; 4 channels leave its NIC at a quarter of its bandwidth each;
+     * channel j enters the domain at destination j and rings through the other three over NVLink
+     * meanwhile; fill: one network hop and three NVLink hops */
     near("replicas gather-broadcast", r.gather_broadcast.time_s,
-         COPY(S) + 4.0 * (Q + LAT * NIC) / NIC + COPY(S) + HOP_NET + HOP_NVL);
+         COPY(S) + 4.0 * (Q + LAT * NIC) / NIC + COPY(S) + HOP_NET + 3 * HOP_NVL);
     eq_u64("replicas net bytes", r.traffic.net_bytes, 4 * ROW);
     eq_u64("replicas nvl bytes", r.traffic.nvl_bytes, 12 * ROW);
     eq_u64("replicas relay bytes", r.traffic.relay_bytes, 0);

@@ -240,75 +240,103 @@ int rs_plan_verify_rank(const rs_plan *P, uint32_t rank, char *err, size_t errle
     free(seen);
     if (rc) return rc;
 
-    for (uint32_t i = 0; i < g->ndescs; i++) {
-        const char *why = desc_problem(g, &g->descs[i]);
-        if (why) return bad(err, errlen, "rank %u: descriptor %u: %s", rank, i, why);
-    }
+    /* Descriptors are checked where an op first uses them (one pass over memory instead of two), the
+     * unused ones at the end. */
+    uint64_t *used = rs_xcalloc(g->ndescs / 64 + 1, sizeof *used);
+#define DESC_CHECK(i)                                                                              \
+    do {                                                                                           \
+        uint32_t i_ = (i);                                                                         \
+        if (!(used[i_ / 64] >> (i_ % 64) & 1)) {                                                   \
+            const char *why_ = desc_problem(g, &g->descs[i_]);                                     \
+            if (why_) {                                                                            \
+                free(used);                                                                        \
+                return bad(err, errlen, "rank %u: descriptor %u: %s", rank, i_, why_);             \
+            }                                                                                      \
+            used[i_ / 64] |= 1ull << (i_ % 64);                                                    \
+        }                                                                                          \
+    } while (0)
 
+#define RET_BAD(...)                                                                               \
+    do {                                                                                           \
+        free(used);                                                                                \
+        return bad(err, errlen, __VA_ARGS__);                                                      \
+    } while (0)
+#define RET_OPBAD(...)                                                                             \
+    do {                                                                                           \
+        free(used);                                                                                \
+        return OPBAD(__VA_ARGS__);                                                                 \
+    } while (0)
     uint64_t next_op = 0, next_wait = 0;
     for (uint32_t s = 0; s < g->nsteps; s++) {
         const rs_step *st = &g->steps[s];
-        if (st->lane >= RS_NLANES) return bad(err, errlen, "rank %u, step %u: bad lane %u", rank, s, st->lane);
+        if (st->lane >= RS_NLANES) RET_BAD("rank %u, step %u: bad lane %u", rank, s, st->lane);
         if (st->op_begin != next_op || (uint64_t)st->op_begin + st->nops > g->nops)
-            return bad(err, errlen, "rank %u, step %u: ops not in program order", rank, s);
+            RET_BAD("rank %u, step %u: ops not in program order", rank, s);
         if (st->wait_begin != next_wait || (uint64_t)st->wait_begin + st->nwaits > g->nwaits)
-            return bad(err, errlen, "rank %u, step %u: waits not in program order", rank, s);
+            RET_BAD("rank %u, step %u: waits not in program order", rank, s);
         next_op += st->nops;
         next_wait += st->nwaits;
         for (uint32_t w = 0; w < st->nwaits; w++) {
             uint32_t t = g->waits[st->wait_begin + w];
-            if (t >= s) return bad(err, errlen, "rank %u, step %u: waits for step %u, not an earlier one", rank, s, t);
+            if (t >= s) RET_BAD("rank %u, step %u: waits for step %u, not an earlier one", rank, s, t);
             if (g->steps[t].lane == st->lane)
-                return bad(err, errlen, "rank %u, step %u: waits for step %u on its own lane", rank, s, t);
+                RET_BAD("rank %u, step %u: waits for step %u on its own lane", rank, s, t);
         }
         for (uint32_t k = 0; k < st->nops; k++) {
             uint32_t oi = st->op_begin + k;
             const rs_op *o = &g->ops[oi];
             const char *name = rs_op_name(o->code);
 #define OPBAD(...) bad(err, errlen, "rank %u, step %u, op %u %s: " __VA_ARGS__)
-            if (!name) return bad(err, errlen, "rank %u, step %u, op %u: unknown opcode %u", rank, s, oi, o->code);
+            if (!name) RET_BAD("rank %u, step %u, op %u: unknown opcode %u", rank, s, oi, o->code);
             if (o->tensor != RS_NONE && o->tensor >= L->ntensors)
-                return OPBAD("tensor index out of range", rank, s, oi, name);
+                RET_OPBAD("tensor index out of range", rank, s, oi, name);
             switch (o->code) {
             case RS_OP_SEND:
             case RS_OP_RECV: {
                 uint64_t end;
                 if (o->peer >= T->world)
-                    return OPBAD("peer %u outside the world (%u ranks)", rank, s, oi, name, o->peer, T->world);
-                if (o->peer == rank) return OPBAD("peer is the rank itself", rank, s, oi, name);
+                    RET_OPBAD("peer %u outside the world (%u ranks)", rank, s, oi, name, o->peer, T->world);
+                if (o->peer == rank) RET_OPBAD("peer is the rank itself", rank, s, oi, name);
                 if (st->lane == RS_LANE_NVL && T->domain_of[o->peer] != T->domain_of[rank])
-                    return OPBAD("NVLink peer %u outside the rank's domain", rank, s, oi, name, o->peer);
+                    RET_OPBAD("NVLink peer %u outside the rank's domain", rank, s, oi, name, o->peer);
                 if (o->loc != RS_LOC_STAGING && o->loc >= g->nbindings)
-                    return OPBAD("location is not a binding", rank, s, oi, name);
+                    RET_OPBAD("location is not a binding", rank, s, oi, name);
                 if (rs_uadd_ovf(o->off, o->bytes, &end) || end > loc_size(g, o->loc))
-                    return OPBAD("bytes outside %s", rank, s, oi, name, loc_name(P, g, o->loc));
+                    RET_OPBAD("bytes outside %s", rank, s, oi, name, loc_name(P, g, o->loc));
                 if (o->code == RS_OP_RECV && o->loc != RS_LOC_STAGING &&
                     L->buffers[g->bindings[o->loc].buffer].side != RS_DST)
-                    return OPBAD("writes into source buffer '%s'", rank, s, oi, name, loc_name(P, g, o->loc));
+                    RET_OPBAD("writes into source buffer '%s'", rank, s, oi, name, loc_name(P, g, o->loc));
                 break;
             }
             case RS_OP_PACK:
             case RS_OP_UNPACK:
             case RS_OP_COPY: {
                 if (o->src >= g->ndescs || o->dst >= g->ndescs)
-                    return OPBAD("descriptor index out of range", rank, s, oi, name);
+                    RET_OPBAD("descriptor index out of range", rank, s, oi, name);
+                DESC_CHECK(o->src);
+                DESC_CHECK(o->dst);
                 const rs_desc *a = &g->descs[o->src], *b = &g->descs[o->dst];
                 int want_a_staging = o->code == RS_OP_UNPACK, want_b_staging = o->code == RS_OP_PACK;
                 if ((a->loc == RS_LOC_STAGING) != want_a_staging || (b->loc == RS_LOC_STAGING) != want_b_staging)
-                    return OPBAD("source or destination in the wrong place", rank, s, oi, name);
+                    RET_OPBAD("source or destination in the wrong place", rank, s, oi, name);
                 if (b->loc != RS_LOC_STAGING && L->buffers[g->bindings[b->loc].buffer].side != RS_DST)
-                    return OPBAD("writes into source buffer '%s'", rank, s, oi, name, loc_name(P, g, b->loc));
+                    RET_OPBAD("writes into source buffer '%s'", rank, s, oi, name, loc_name(P, g, b->loc));
                 uint64_t na = rs_desc_bytes(a), nb = rs_desc_bytes(b);
                 if (na != nb || na != o->bytes || na == UINT64_MAX)
-                    return OPBAD("source, destination and op byte counts differ", rank, s, oi, name);
+                    RET_OPBAD("source, destination and op byte counts differ", rank, s, oi, name);
                 break;
             }
             default:
-                return OPBAD("opcode not valid here", rank, s, oi, name);
+                RET_OPBAD("opcode not valid here", rank, s, oi, name);
             }
 #undef OPBAD
         }
     }
+    for (uint32_t i = 0; i < g->ndescs; i++) DESC_CHECK(i); /* the ones no op uses */
+    free(used);
+#undef DESC_CHECK
+#undef RET_BAD
+#undef RET_OPBAD
     if (next_op != g->nops) return bad(err, errlen, "rank %u: ops outside any step", rank);
     if (next_wait != g->nwaits) return bad(err, errlen, "rank %u: waits outside any step", rank);
     return 0;

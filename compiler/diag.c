@@ -133,10 +133,29 @@ static void print_source(rs_diag *d, rs_diag_loc loc)
     fputc('\n', d->out);
 }
 
+/* The message, with control bytes shown as '?' (names come from the input). */
+static void put_message(rs_diag *d, const char *fmt, va_list ap)
+{
+    char small[1024], *buf = small;
+    va_list aq;
+    va_copy(aq, ap);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    if (n >= (int)sizeof small) {
+        buf = rs_xmalloc((size_t)n + 1);
+        vsnprintf(buf, (size_t)n + 1, fmt, aq);
+    }
+    va_end(aq);
+    for (int i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)buf[i];
+        fputc(c < 0x20 || c == 0x7f ? '?' : c, d->out);
+    }
+    if (buf != small) free(buf);
+}
+
 static void vreport(rs_diag *d, rs_diag_loc loc, const char *kind, const char *fmt, va_list ap, int source)
 {
     fprintf(d->out, "%s:%u:%u: %s: ", file_path(d, loc.file), loc.line, loc.col, kind);
-    vfprintf(d->out, fmt, ap);
+    put_message(d, fmt, ap);
     fputc('\n', d->out);
     if (source) print_source(d, loc);
 }
@@ -189,7 +208,9 @@ void rs_diag_note(rs_diag *d, rs_diag_loc loc, const char *fmt, ...)
 void rs_diag_did_you_mean(rs_diag *d, rs_diag_loc loc, const char *best)
 {
     if (!d->last_shown || !best) return;
-    fprintf(d->out, "%s:%u:%u: note: did you mean '%s'?\n", file_path(d, loc.file), loc.line, loc.col, best);
+    fprintf(d->out, "%s:%u:%u: note: did you mean '", file_path(d, loc.file), loc.line, loc.col);
+    for (const unsigned char *p = (const unsigned char *)best; *p; p++) fputc(*p < 0x20 || *p == 0x7f ? '?' : *p, d->out);
+    fputs("'?\n", d->out);
 }
 
 void rs_diag_error_at(rs_diag *d, const char *prefix, const char *fmt, ...)
@@ -207,7 +228,7 @@ void rs_diag_error_at(rs_diag *d, const char *prefix, const char *fmt, ...)
     fputs("error: ", d->out);
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(d->out, fmt, ap);
+    put_message(d, fmt, ap);
     va_end(ap);
     fputc('\n', d->out);
     d->last_shown = 1;

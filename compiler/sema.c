@@ -155,6 +155,7 @@ static const char *intern_name(sema *S, const char *s, size_t len)
 /* ---------------------------------------------------------------- names and suggestions */
 static void suggest_bound(sema *S, rs_diag_loc loc, const ast_sym *y)
 {
+    if (!S->dg->last_shown) return; /* the error was a repeat: no hint to compute */
     rs_suggest sg;
     rs_suggest_init(&sg, y->name, y->len);
     for (size_t i = 0; i < S->bound.n; i++) rs_suggest_add(&sg, S->bound.v[i]->name, S->bound.v[i]->len);
@@ -163,6 +164,7 @@ static void suggest_bound(sema *S, rs_diag_loc loc, const ast_sym *y)
 
 static void suggest_tensor(sema *S, rs_diag_loc loc, const char *name, size_t len)
 {
+    if (!S->dg->last_shown) return; /* the error was a repeat: no hint to compute */
     rs_suggest sg;
     rs_suggest_init(&sg, name, len);
     for (size_t i = 0; i < S->tensors.n && S->suggest < RS_FRONT_MAX_SUGGEST; i++, S->suggest++)
@@ -172,6 +174,7 @@ static void suggest_tensor(sema *S, rs_diag_loc loc, const char *name, size_t le
 
 static void suggest_mesh(sema *S, rs_diag_loc loc, const ast_sym *y)
 {
+    if (!S->dg->last_shown) return; /* the error was a repeat: no hint to compute */
     rs_suggest sg;
     rs_suggest_init(&sg, y->name, y->len);
     for (size_t i = 0; i < S->meshes.n; i++) rs_suggest_add(&sg, S->meshes.v[i].name, strlen(S->meshes.v[i].name));
@@ -180,6 +183,7 @@ static void suggest_mesh(sema *S, rs_diag_loc loc, const ast_sym *y)
 
 static void suggest_list(sema *S, rs_diag_loc loc, const char *want, size_t len, const char *const *cands, int n)
 {
+    if (!S->dg->last_shown) return; /* the error was a repeat: no hint to compute */
     rs_suggest sg;
     rs_suggest_init(&sg, want, len);
     for (int i = 0; i < n; i++) rs_suggest_add(&sg, cands[i], strlen(cands[i]));

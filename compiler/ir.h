@@ -51,7 +51,8 @@ void rs_front_opts_default(rs_front_opts *o);
 int rs_front_load(const char *path, const rs_front_opts *o, rs_ir *ir, FILE *diag);
 void rs_ir_free(rs_ir *ir);
 
-/* Parse "NAME=VALUE" (VALUE a 64-bit integer). Returns 0, or -1 with a message in err. */
+/* Parse "NAME=VALUE" (VALUE a decimal 64-bit integer, `_` separators allowed). Returns 0 with
+ * out->name malloc'ed (the caller frees it), or -1 with a message in err. */
 int rs_parse_define(const char *arg, rs_define *out, char *err, size_t errlen);
 
 #endif

@@ -1524,7 +1524,8 @@ int rs_cost_gather_broadcast(const rs_layout *L, const rs_cost_params *p, rs_cos
             for (size_t i = 0; i < gat.touched.n; i++) {
                 uint32_t h = gat.touched.v[i];
                 if (gat.v[h] <= 0) continue;
-                ssim_msg(&S, ssim_step(&S, h, 0), g, gat.v[h]);
+                /* one lane per root for holders too, so that roots do not queue behind each other */
+                ssim_msg(&S, ssim_step(&S, h, nr > 1 ? 2 + (int)ri : 0), g, gat.v[h]);
             }
             uint32_t b = ssim_step(&S, R, 1);
             ssim_wait(&S, b, g);

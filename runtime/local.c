@@ -20,7 +20,8 @@ typedef struct rs_local {
     const rs_local_ops *ops;
     void *priv;
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    pthread_cond_t cv;               /* run control: start, lanes done, quit */
+    pthread_cond_t lane_cv[RS_NLANES]; /* lane l: its messages arrived or were taken, the other lane progressed */
     /* mailbox, per lane: the peers this rank receives from (sorted) and a FIFO per peer */
     uint32_t npeer[RS_NLANES];
     uint32_t *peer[RS_NLANES];
@@ -113,6 +114,7 @@ static void local_free(rs_local *L)
     }
     pthread_mutex_destroy(&L->mu);
     pthread_cond_destroy(&L->cv);
+    for (int l = 0; l < RS_NLANES; l++) pthread_cond_destroy(&L->lane_cv[l]);
     free(L);
 }
 
@@ -141,6 +143,7 @@ static void wake_all(struct rsGroup *g)
         if (!L) continue;
         pthread_mutex_lock(&L->mu);
         pthread_cond_broadcast(&L->cv);
+        for (int l = 0; l < RS_NLANES; l++) pthread_cond_broadcast(&L->lane_cv[l]);
         pthread_mutex_unlock(&L->mu);
     }
     pthread_mutex_lock(&g->mu);
@@ -340,6 +343,7 @@ static rs_local *local_new(rs_exec *x, struct rsGroup *g, const rs_local_ops *op
     L->ops = ops;
     pthread_mutex_init(&L->mu, NULL);
     cond_init(&L->cv);
+    for (int l = 0; l < RS_NLANES; l++) cond_init(&L->lane_cv[l]);
     for (int l = 0; l < RS_NLANES; l++) {
         /* peers this rank receives from on lane l */
         uint32_t n = 0;
@@ -559,11 +563,11 @@ void rs_local_abort(rs_exec *x)
 /* ---------------------------------------------------------------- primitives */
 
 /* Wait on L->cv (held) until the deadline; returns an error when the group failed or time ran out. */
-static rsResult_t wait_locked(rs_local *L, rs_exec *x, const struct timespec *dl, const char *what)
+static rsResult_t wait_locked(rs_local *L, int lane, rs_exec *x, const struct timespec *dl, const char *what)
 {
     if (atomic_load(&L->g->failed)) return group_error(L->g, x->rank);
     if (atomic_load(&x->abort_flag)) return rs_rt_err(rsAborted, "rank %u: aborted", x->rank);
-    if (pthread_cond_timedwait(&L->cv, &L->mu, dl) == ETIMEDOUT) {
+    if (pthread_cond_timedwait(&L->lane_cv[lane], &L->mu, dl) == ETIMEDOUT) {
         if (atomic_load(&L->g->failed)) return group_error(L->g, x->rank);
         return rs_rt_err(rsTimeout, "rank %u: %s for %d ms", x->rank, what, x->cfg.timeoutMs);
     }
@@ -580,7 +584,7 @@ rsResult_t rs_local_wait_step(rs_exec *x, int lane, uint32_t step)
     pthread_mutex_lock(&L->mu);
     while (L->progress[t->lane] <= t->lane_pos && r == rsSuccess) {
         snprintf(what, sizeof what, "a step of lane %s waited for step %u", lane ? "NVL" : "NET", step);
-        r = wait_locked(L, x, &dl, what);
+        r = wait_locked(L, lane, x, &dl, what);
     }
     pthread_mutex_unlock(&L->mu);
     return r;
@@ -592,7 +596,7 @@ rsResult_t rs_local_step_done(rs_exec *x, int lane, uint32_t step)
     rs_local *L = x->tp;
     pthread_mutex_lock(&L->mu);
     L->progress[lane]++;
-    pthread_cond_broadcast(&L->cv);
+    pthread_cond_broadcast(&L->lane_cv[1 - lane]);
     pthread_mutex_unlock(&L->mu);
     return rsSuccess;
 }
@@ -657,7 +661,7 @@ rsResult_t rs_local_group_p2p(rs_exec *x, int lane, uint32_t step)
         if (P->tail[lane][k]) P->tail[lane][k]->next = m;
         else P->head[lane][k] = m;
         P->tail[lane][k] = m;
-        pthread_cond_broadcast(&P->cv);
+        pthread_cond_signal(&P->lane_cv[lane]); /* one thread per lane waits there */
         pthread_mutex_unlock(&P->mu);
     }
     /* Receive, in program order. */
@@ -672,7 +676,7 @@ rsResult_t rs_local_group_p2p(rs_exec *x, int lane, uint32_t step)
         pthread_mutex_lock(&L->mu);
         while (!(m = L->head[lane][k]) && r == rsSuccess) {
             snprintf(what, sizeof what, "step %u (%s): no message from rank %u", step, ln, p->peer);
-            r = wait_locked(L, x, &dl, what);
+            r = wait_locked(L, lane, x, &dl, what);
         }
         if (m) {
             L->head[lane][k] = m->next;
@@ -689,7 +693,7 @@ rsResult_t rs_local_group_p2p(rs_exec *x, int lane, uint32_t step)
         rs_local *S = peer_local(g, m->from);
         pthread_mutex_lock(&S->mu);
         m->acked = 1;
-        pthread_cond_broadcast(&S->cv);
+        pthread_cond_signal(&S->lane_cv[lane]);
         pthread_mutex_unlock(&S->mu);
         if (r != rsSuccess) return r;
     }
@@ -700,7 +704,7 @@ rsResult_t rs_local_group_p2p(rs_exec *x, int lane, uint32_t step)
         while (!msgs[i].acked && r == rsSuccess) {
             char what[128];
             snprintf(what, sizeof what, "step %u (%s): rank %u did not take a message", step, ln, msgs[i].to);
-            r = wait_locked(L, x, &dl, what);
+            r = wait_locked(L, lane, x, &dl, what);
         }
     }
     pthread_mutex_unlock(&L->mu);

@@ -49,40 +49,167 @@ static int xfer_cmp(const void *pa, const void *pb)
     return a->lane - b->lane;
 }
 
+/* Staging messages carry several tensors (op tensor "none"); their bytes are put back on tensors
+ * through the PACKs that fill a SEND's staging range and the UNPACKs that empty a RECV's, in the same
+ * step, and for a forwarding SEND (an NVL step sending staging received earlier) through the UNPACKs of
+ * the latest earlier RECV that holds its range. Bytes that cannot be placed stay "several tensors". */
+typedef struct {
+    uint64_t lo, hi;
+    uint32_t op;
+} srange;
+typedef struct {
+    uint32_t recv; /* op index of the RECV the bytes came in with */
+    uint64_t lo, hi;
+    uint32_t tensor;
+} tag;
+
+static int srange_cmp(const void *pa, const void *pb)
+{
+    const srange *a = pa, *b = pb;
+    return a->lo < b->lo ? -1 : a->lo > b->lo ? 1 : (a->op > b->op) - (a->op < b->op);
+}
+static int tag_cmp(const void *pa, const void *pb)
+{
+    const tag *a = pa, *b = pb;
+    if (a->recv != b->recv) return a->recv < b->recv ? -1 : 1;
+    return a->lo < b->lo ? -1 : a->lo > b->lo;
+}
+
+/* The ranges among v[0..n) (sorted by lo) that contain [lo, hi): up to max of them into hit (several
+ * SENDs of one staging range fan it out to several peers). Returns how many. */
+static int find_ranges(const srange *v, size_t n, uint64_t lo, uint64_t hi, const srange **hit, int max)
+{
+    size_t a = 0, b = n;
+    while (a < b) { /* first with v.lo > lo */
+        size_t m = (a + b) / 2;
+        if (v[m].lo <= lo) a = m + 1;
+        else b = m;
+    }
+    int k = 0, miss = 0;
+    for (size_t i = a; i-- > 0 && k < max && miss < 16;) {
+        if (v[i].lo <= lo && hi <= v[i].hi) hit[k++] = &v[i];
+        else if (k) break;
+        else miss++;
+    }
+    return k;
+}
+
+typedef rs_vec(xfer) xfer_vec;
+
 static void summarize(const rs_plan *P, uint32_t r, rank_sum *out)
 {
     const rs_rank_prog *g = &P->ranks[r];
+    const rs_layout *L = &P->layout;
     memset(out, 0, sizeof *out);
-    xfer *x = rs_xcalloc(g->nops, sizeof *x);
-    size_t n = 0;
-    for (uint32_t s = 0; s < g->nsteps; s++)
-        for (uint32_t k = 0; k < g->steps[s].nops; k++) {
-            const rs_op *o = &g->ops[g->steps[s].op_begin + k];
-            int dir = o->code == RS_OP_SEND ? D_SEND : o->code == RS_OP_RECV ? D_RECV : o->code == RS_OP_COPY ? D_COPY : -1;
-            if (dir < 0) continue;
-            x[n++] = (xfer){o->tensor < P->layout.ntensors ? P->layout.tensors[o->tensor].name : NULL, (uint8_t)dir,
-                            g->steps[s].lane, dir == D_COPY ? 0 : o->peer, o->bytes};
+    xfer_vec x = {0};
+    rs_vec(srange) sends = {0}, recvs = {0};
+    rs_vec(tag) tags = {0};
+    uint64_t *cov = rs_xcalloc(g->nops + 1, sizeof *cov);          /* bytes of a staging op placed on tensors */
+    uint32_t *rbeg = rs_xcalloc(g->nsteps + 1, sizeof *rbeg);      /* step -> its RECV ranges in recvs */
+    uint32_t *tbeg = rs_xcalloc(g->nops + 1, sizeof *tbeg), *tcnt = rs_xcalloc(g->nops + 1, sizeof *tcnt);
+#define TNAME(t) ((t) < L->ntensors ? L->tensors[t].name : NULL)
+#define EMIT(tn, d, ln, pr, by) rs_vec_push(&x, ((xfer){(tn), (uint8_t)(d), (uint8_t)(ln), (pr), (by)}))
+    for (uint32_t s = 0; s < g->nsteps; s++) {
+        const rs_step *st = &g->steps[s];
+        size_t s0 = sends.n;
+        rbeg[s] = (uint32_t)recvs.n;
+        for (uint32_t k = 0; k < st->nops; k++) {
+            uint32_t oi = st->op_begin + k;
+            const rs_op *o = &g->ops[oi];
+            if ((o->code == RS_OP_SEND || o->code == RS_OP_RECV) && o->loc == RS_LOC_STAGING && !TNAME(o->tensor)) {
+                srange q = {o->off, o->off + o->bytes, oi};
+                if (o->code == RS_OP_SEND) rs_vec_push(&sends, q);
+                else rs_vec_push(&recvs, q);
+            } else if (o->code == RS_OP_SEND || o->code == RS_OP_RECV) {
+                EMIT(TNAME(o->tensor), o->code == RS_OP_SEND ? D_SEND : D_RECV, st->lane, o->peer, o->bytes);
+            } else if (o->code == RS_OP_COPY) {
+                EMIT(TNAME(o->tensor), D_COPY, st->lane, 0, o->bytes);
+            }
         }
-    qsort(x, n, sizeof *x, xfer_cmp);
+        if (sends.n > s0) qsort(sends.v + s0, sends.n - s0, sizeof *sends.v, srange_cmp);
+        if (recvs.n > rbeg[s]) qsort(recvs.v + rbeg[s], recvs.n - rbeg[s], sizeof *recvs.v, srange_cmp);
+        size_t t0 = tags.n;
+        for (uint32_t k = 0; k < st->nops; k++) {
+            const rs_op *o = &g->ops[st->op_begin + k];
+            if (o->code != RS_OP_PACK && o->code != RS_OP_UNPACK) continue;
+            const rs_desc *d = &g->descs[o->code == RS_OP_PACK ? o->dst : o->src];
+            int pack = o->code == RS_OP_PACK;
+            const srange *hit[64];
+            int nh = pack ? find_ranges(sends.v + s0, sends.n - s0, d->offset, d->offset + o->bytes, hit, 64)
+                          : find_ranges(recvs.v + rbeg[s], recvs.n - rbeg[s], d->offset, d->offset + o->bytes, hit, 1);
+            for (int h = 0; h < nh; h++) {
+                const srange *q = hit[h];
+                EMIT(TNAME(o->tensor), pack ? D_SEND : D_RECV, st->lane, g->ops[q->op].peer, o->bytes);
+                cov[q->op] += o->bytes;
+                if (!pack) rs_vec_push(&tags, ((tag){q->op, d->offset, d->offset + o->bytes, o->tensor}));
+            }
+        }
+        if (tags.n > t0) qsort(tags.v + t0, tags.n - t0, sizeof *tags.v, tag_cmp);
+        for (size_t i = t0; i < tags.n; i++) {
+            if (!tcnt[tags.v[i].recv]) tbeg[tags.v[i].recv] = (uint32_t)i;
+            tcnt[tags.v[i].recv]++;
+        }
+        /* forwarding: staging sent without packing comes from an earlier RECV of the other lane */
+        for (size_t i = s0; i < sends.n; i++) {
+            const srange *q = &sends.v[i];
+            const rs_op *o = &g->ops[q->op];
+            if (cov[q->op] >= o->bytes) continue;
+            for (uint32_t t = s; t-- > 0 && cov[q->op] < o->bytes;) {
+                if (g->steps[t].lane == st->lane) continue;
+                const srange *rv;
+                if (!find_ranges(recvs.v + rbeg[t], rbeg[t + 1] - rbeg[t], q->lo, q->hi, &rv, 1)) continue;
+                for (uint32_t j = 0; j < tcnt[rv->op]; j++) {
+                    const tag *tg = &tags.v[tbeg[rv->op] + j];
+                    uint64_t lo = tg->lo > q->lo ? tg->lo : q->lo, hi = tg->hi < q->hi ? tg->hi : q->hi;
+                    if (lo >= hi) continue;
+                    EMIT(TNAME(tg->tensor), D_SEND, st->lane, o->peer, hi - lo);
+                    cov[q->op] += hi - lo;
+                }
+                break;
+            }
+        }
+        rbeg[s + 1] = (uint32_t)recvs.n;
+    }
+    /* what could not be placed */
+    for (uint32_t oi = 0; oi < g->nops; oi++) {
+        const rs_op *o = &g->ops[oi];
+        if ((o->code != RS_OP_SEND && o->code != RS_OP_RECV) || o->loc != RS_LOC_STAGING || TNAME(o->tensor)) continue;
+        if (cov[oi] >= o->bytes) continue;
+        uint32_t s = 0;
+        while (s + 1 < g->nsteps && g->steps[s + 1].op_begin <= oi) s++;
+        EMIT(NULL, o->code == RS_OP_SEND ? D_SEND : D_RECV, g->steps[s].lane, o->peer, o->bytes - cov[oi]);
+    }
+#undef EMIT
+#undef TNAME
+    free(cov);
+    free(rbeg);
+    free(tbeg);
+    free(tcnt);
+    rs_vec_free(&sends);
+    rs_vec_free(&recvs);
+    rs_vec_free(&tags);
+    size_t n = x.n;
+    xfer *xs = x.v;
+    if (n) qsort(xs, n, sizeof *xs, xfer_cmp);
     out->v = rs_xcalloc(n + 1, sizeof *out->v);
     out->peers = rs_xcalloc(n + 1, sizeof *out->peers);
     for (size_t i = 0; i < n;) {
         tsum *t = &out->v[out->n++];
-        t->tensor = x[i].tensor;
+        t->tensor = xs[i].tensor;
         size_t j = i;
-        for (; j < n && !name_cmp(x[j].tensor, t->tensor); j++) {
-            t->bytes[x[j].dir][x[j].lane] += x[j].bytes;
-            if (x[j].dir == D_COPY) continue;
-            int d = x[j].dir;
+        for (; j < n && !name_cmp(xs[j].tensor, t->tensor); j++) {
+            t->bytes[xs[j].dir][xs[j].lane] += xs[j].bytes;
+            if (xs[j].dir == D_COPY) continue;
+            int d = xs[j].dir;
             if (!t->npeers[d]) t->peer_begin[d] = (uint32_t)out->npeers;
-            if (!t->npeers[d] || out->peers[out->npeers - 1] != x[j].peer) {
-                out->peers[out->npeers++] = x[j].peer;
+            if (!t->npeers[d] || out->peers[out->npeers - 1] != xs[j].peer) {
+                out->peers[out->npeers++] = xs[j].peer;
                 t->npeers[d]++;
             }
         }
         i = j;
     }
-    free(x);
+    rs_vec_free(&x);
 }
 
 static void print_peers(FILE *f, const rank_sum *s, const tsum *t, int d)

@@ -62,7 +62,7 @@ target_include_directories(fmt_tool PRIVATE ${PROJECT_SOURCE_DIR}/compiler)
 set(RS_FMT_WORK ${CMAKE_CURRENT_BINARY_DIR}/format)
 file(MAKE_DIRECTORY ${RS_FMT_WORK})
 add_test(NAME format_fixture_write
-         COMMAND sh -c "$<TARGET_FILE:fmt_tool> write fixture.bin && $<TARGET_FILE:fmt_tool> write fixture1.bin 1"
+         COMMAND sh -c "$<TARGET_FILE:fmt_tool> write fixture.bin && $<TARGET_FILE:fmt_tool> write fixture1.bin 1 && $<TARGET_FILE:fmt_tool> write fixture2.bin 2"
          WORKING_DIRECTORY ${RS_FMT_WORK})
 set_tests_properties(format_fixture_write PROPERTIES FIXTURES_SETUP rs_fmt_plans)
 
@@ -72,6 +72,11 @@ rs_add_golden(format_dump_rank ${RS_FMT_GOLD}/fixture-rank2.dump
               COMMAND $<TARGET_FILE:fmt_tool> dump ${RS_FMT_WORK}/fixture.bin --rank 2)
 rs_add_golden(format_diff ${RS_FMT_GOLD}/fixture.diff STATUS 1
               COMMAND $<TARGET_FILE:fmt_tool> diff ${RS_FMT_WORK}/fixture.bin ${RS_FMT_WORK}/fixture1.bin)
+# coalesced staging messages (ops of several tensors) are put back on their tensors: only staging changes
+rs_add_golden(format_diff_coalesced ${RS_FMT_GOLD}/fixture-coalesced.diff STATUS 1
+              COMMAND $<TARGET_FILE:fmt_tool> diff ${RS_FMT_WORK}/fixture.bin ${RS_FMT_WORK}/fixture2.bin)
+rs_add_golden(format_diff_rerouted ${RS_FMT_GOLD}/fixture-rerouted.diff STATUS 1
+              COMMAND $<TARGET_FILE:fmt_tool> diff ${RS_FMT_WORK}/fixture2.bin ${RS_FMT_WORK}/fixture1.bin)
 rs_add_golden(format_diff_same ${RS_FMT_GOLD}/fixture-same.diff
               COMMAND $<TARGET_FILE:fmt_tool> diff ${RS_FMT_WORK}/fixture.bin ${RS_FMT_WORK}/fixture.bin)
 # Command-line errors: a rank outside the world, a damaged plan (dump exits 1, diff 2), bad usage (2).
@@ -90,7 +95,8 @@ add_test(NAME format_reshardc_verify COMMAND $<TARGET_FILE:reshardc> verify ${RS
 add_test(NAME format_reshardc_verify_bad COMMAND sh -c
          "head -c 500 fixture.bin > cut.bin; $<TARGET_FILE:reshardc> verify cut.bin 2> cut.err; test $? = 1 && grep -q 'cut.bin: bad plan (truncated section' cut.err"
          WORKING_DIRECTORY ${RS_FMT_WORK})
-set_tests_properties(format_dump format_dump_rank format_diff format_diff_same format_reshardc_dump
+set_tests_properties(format_dump format_dump_rank format_diff format_diff_same format_diff_coalesced
+                     format_diff_rerouted format_reshardc_dump
                      format_reshardc_verify format_reshardc_verify_bad PROPERTIES FIXTURES_REQUIRED rs_fmt_plans)
 
 # ---- libFuzzer harness for the loader (clang only): cmake -DRESHARD_FUZZ=ON -DCMAKE_C_COMPILER=clang ----

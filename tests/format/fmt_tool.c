@@ -1,5 +1,6 @@
 /* fmt_tool.c - test driver for the plan-format tools without the rest of reshardc:
- *   fmt_tool write OUT [VARIANT]   write the fixture plan (VARIANT 1: a changed copy, for diff tests)
+ *   fmt_tool write OUT [VARIANT]   write the fixture plan (VARIANT 1: b routed differently, 2: coalesced
+ *                                  messages; for diff tests)
  *   fmt_tool dump|diff ARGS...     run compiler/cmd_dump.c / cmd_diff.c exactly as reshardc does */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,8 +12,34 @@
 
 /* Variant 1: rank 3 gets b over the network from rank 0 instead of from rank 2 over NVLink, and the
  * staging budget is halved. */
+/* Variant 2: the same transfer with rank 0's w and b for rank 2 coalesced into one staging message
+ * (an op carrying several tensors) and received as one by rank 2: per tensor, nothing changes. */
+static void coalesce(rs_plan *P)
+{
+    rs_rank_prog *g0 = &P->ranks[0], *g2 = &P->ranks[2];
+    g0->staging_bytes = 56;
+    g0->descs[3].offset = 44; /* second half of w moves after b */
+    rs_desc *bsrc = &g0->descs[4], *bst = &g0->descs[5];
+    *bsrc = (rs_desc){1, 1, 0, {32}, {1}};
+    *bst = (rs_desc){RS_LOC_STAGING, 1, 12, {32}, {1}};
+    g0->ndescs = 6;
+    g0->ops[2] = (rs_op){RS_OP_PACK, {0}, 1, 0, 0, 4, 5, 0, 32};
+    g0->ops[3] = (rs_op){RS_OP_SEND, {0}, RS_NONE, 2, RS_LOC_STAGING, 0, 0, 0, 44};
+    g0->ops[4] = (rs_op){RS_OP_SEND, {0}, 0, 3, RS_LOC_STAGING, 0, 0, 44, 12};
+    /* rank 2: one RECV of 44 bytes from rank 0 instead of 12 + 32 */
+    g2->ops[0] = (rs_op){RS_OP_RECV, {0}, RS_NONE, 0, RS_LOC_STAGING, 0, 0, 0, 44};
+    g2->ops[2] = g2->ops[3];
+    g2->ops[3] = g2->ops[4];
+    g2->ops[4] = g2->ops[5];
+    g2->ops[5] = g2->ops[6];
+    g2->nops = 6;
+    g2->steps[0].nops = 4;
+    g2->steps[1].op_begin = 4;
+}
+
 static void variant(rs_plan *P, int v)
 {
+    if (v == 2) coalesce(P);
     if (v != 1) return;
     P->staging_budget /= 2;
     rs_rank_prog *g0 = &P->ranks[0], *g2 = &P->ranks[2], *g3 = &P->ranks[3];

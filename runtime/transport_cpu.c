@@ -37,6 +37,7 @@ static int iv_cmp(const void *x, const void *y)
 
 static void ivs_norm(ivs *v)
 {
+    if (!v->n) return;
     qsort(v->v, v->n, sizeof *v->v, iv_cmp);
     size_t k = 0;
     for (size_t i = 0; i < v->n; i++) {

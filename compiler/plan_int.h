@@ -162,7 +162,7 @@ typedef struct {
 } pl_flow;
 
 typedef struct {
-    uint32_t s, r, round, fset;
+    uint32_t s, r, round, fset, tensor; /* tensor: RS_NONE when it carries several */
     uint8_t lane, direct, zc_src, zc_dst;
     uint64_t bytes;
     uint32_t out_idx, in_idx, inst, ninst;

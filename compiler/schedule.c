@@ -225,6 +225,7 @@ static uint32_t seg_new(pl_ctx *c, uint8_t lane, uint32_t s, uint32_t r, uint32_
     g.lane = lane;
     g.direct = (uint8_t)direct;
     g.src_loc = g.dst_loc = RS_NONE;
+    g.tensor = tensor;
     uint32_t id = (uint32_t)c->segs.n;
     uint32_t sbid = sb_get(c, s, lane, (int32_t)round);
     pl_stepb *sb = &c->steps.v[sbid];
@@ -251,7 +252,6 @@ static uint32_t seg_new(pl_ctx *c, uint8_t lane, uint32_t s, uint32_t r, uint32_
         rs_vec_push(&fb->in, (uint64_t)c->insts.n << 1 | 1);
         rs_vec_push(&c->insts, in);
     }
-    (void)tensor;
     rs_vec_push(&c->segs, g);
     return id;
 }
@@ -357,6 +357,7 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
         gid = (uint32_t)*v;
     }
     pl_seg *g = &c->segs.v[gid];
+    if (g->tensor != cell->tensor) g->tensor = RS_NONE;
     uint64_t y = g->bytes;
     g->bytes += bytes;
     if (zc_src) {
@@ -849,7 +850,7 @@ static void step_msgs(pl_ctx *c, const pl_stepb *b, const pl_stepb *fwd_from, ms
         const pl_seg *g = &c->segs.v[b->out.v[i]];
         if (g->direct) {
             msg m = {g->r, 1, b->out.v[i], g->zc_src ? g->src_loc : RS_LOC_STAGING, g->zc_src ? g->src_off : g->sbase,
-                     g->bytes, RS_NONE};
+                     g->bytes, g->tensor};
             rs_vec_push(snd, m);
             continue;
         }
@@ -858,9 +859,10 @@ static void step_msgs(pl_ctx *c, const pl_stepb *b, const pl_stepb *fwd_from, ms
         for (; k < snd->n; k++)
             if (snd->v[k].peer == g->r && snd->v[k].kind == 0) break;
         if (k == snd->n) {
-            msg m = {g->r, 0, 0, RS_LOC_STAGING, g->sbase, 0, RS_NONE};
+            msg m = {g->r, 0, 0, RS_LOC_STAGING, g->sbase, 0, g->tensor};
             rs_vec_push(snd, m);
         }
+        if (snd->v[k].tensor != g->tensor) snd->v[k].tensor = RS_NONE;
         snd->v[k].bytes += g->bytes;
         if (g->sbase < snd->v[k].off) snd->v[k].off = g->sbase;
     }
@@ -871,7 +873,7 @@ static void step_msgs(pl_ctx *c, const pl_stepb *b, const pl_stepb *fwd_from, ms
             const pl_seg *g = &c->segs.v[it >> 1];
             for (uint32_t q = 0; q < g->ninst; q++) {
                 const pl_inst *in = &c->insts.v[g->inst + q];
-                msg m = {in->f, 1, in->seg, RS_LOC_STAGING, g->rbase, g->bytes, RS_NONE};
+                msg m = {in->f, 1, in->seg, RS_LOC_STAGING, g->rbase, g->bytes, g->tensor};
                 rs_vec_push(snd, m);
             }
         }
@@ -882,7 +884,7 @@ static void step_msgs(pl_ctx *c, const pl_stepb *b, const pl_stepb *fwd_from, ms
             const pl_inst *in = &c->insts.v[it >> 1];
             const pl_seg *g = &c->segs.v[in->seg];
             msg m = {g->r, 1, in->seg, in->zc ? in->dst_loc : RS_LOC_STAGING, in->zc ? in->dst_off : in->base, g->bytes,
-                     RS_NONE};
+                     g->tensor};
             rs_vec_push(rcv, m);
             continue;
         }
@@ -890,7 +892,7 @@ static void step_msgs(pl_ctx *c, const pl_stepb *b, const pl_stepb *fwd_from, ms
         if (g->direct) {
             int zc = g->zc_dst && !g->ninst;
             msg m = {g->s, 1, (uint32_t)(it >> 1), zc ? g->dst_loc : RS_LOC_STAGING, zc ? g->dst_off : g->rbase,
-                     g->bytes, RS_NONE};
+                     g->bytes, g->tensor};
             rs_vec_push(rcv, m);
             continue;
         }
@@ -898,9 +900,10 @@ static void step_msgs(pl_ctx *c, const pl_stepb *b, const pl_stepb *fwd_from, ms
         for (; k < rcv->n; k++)
             if (rcv->v[k].peer == g->s && rcv->v[k].kind == 0) break;
         if (k == rcv->n) {
-            msg m = {g->s, 0, 0, RS_LOC_STAGING, g->rbase, 0, RS_NONE};
+            msg m = {g->s, 0, 0, RS_LOC_STAGING, g->rbase, 0, g->tensor};
             rs_vec_push(rcv, m);
         }
+        if (rcv->v[k].tensor != g->tensor) rcv->v[k].tensor = RS_NONE;
         rcv->v[k].bytes += g->bytes;
         if (g->rbase < rcv->v[k].off) rcv->v[k].off = g->rbase;
     }

@@ -157,7 +157,9 @@ static void explicit_buffer(rs_layout *L, rng *R, uint32_t pi, const char *name)
         box[d] = off;
         box[bnd + d] = off + B[d];
     }
-    uint32_t b = lb_buffer(L, name, p->side, t->dtype, bnd, shape);
+    char xname[80];
+    snprintf(xname, sizeof xname, "%s.x", name);
+    uint32_t b = lb_buffer(L, xname, p->side, t->dtype, bnd, shape);
     p = &L->pieces[pi];
     p->buffer = b;
     L->i64 = rs_xrealloc(L->i64, (L->ni64 + 2 * bnd + 1) * sizeof *L->i64);

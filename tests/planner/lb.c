@@ -99,7 +99,7 @@ uint32_t lb_piece(rs_layout *L, uint32_t tensor, rs_side side, uint32_t mesh, ui
     p->nplace = (uint8_t)nplace;
     p->place = L->nplaces;
     L->places = rs_xrealloc(L->places, (L->nplaces + nplace + 1) * sizeof *L->places);
-    memcpy(L->places + L->nplaces, place, nplace * sizeof *place);
+    if (nplace) memcpy(L->places + L->nplaces, place, nplace * sizeof *place);
     L->nplaces += nplace;
     p->slice = slice ? push_i64(L, slice, 2 * L->tensors[tensor].ndim) : RS_NONE;
     p->box = box ? push_i64(L, box, 2 * L->buffers[buffer].ndim) : RS_NONE;

@@ -1,0 +1,1767 @@
+/* plan_verify_all.c - whole-plan verification: every rank's structure (rs_plan_verify_rank), SEND/RECV
+ * matching per lane, peer pair, order and size, deadlock freedom by simulating every rank's steps (lane
+ * order, waits, group matching), no staging race between steps that may run concurrently, and, by
+ * region algebra over the layout, that every destination element is written exactly once with the right
+ * source element. The data check follows byte runs symbolically from source bindings through PACK,
+ * SEND/RECV, forwarding and UNPACK (or COPY) to destination bindings, maps both ends to tensor elements
+ * through the pieces the layout puts in those buffers, and compares them; coverage is checked per rank and
+ * destination piece with tensor boxes. Errors name the rank, step, op and tensor. */
+#include "plan.h"
+#include "util.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VND RS_MAX_DIMS
+#define VNF (2 * RS_MAX_DIMS)
+
+typedef rs_vec(rs_desc) desc_vec;
+
+/* ---- pieces as seen from a binding ---- */
+
+typedef struct {
+    uint32_t piece, tensor, es, rank;
+    int64_t blo[VND], bhi[VND]; /* block, tensor coords */
+    uint64_t volume;            /* elements */
+    /* box in the buffer, element units */
+    uint32_t bnd;
+    int64_t box_lo[VND], box_hi[VND];
+    uint64_t bstride[VND]; /* buffer strides, elements */
+    uint64_t box_off;      /* element offset of the box origin */
+    int built, noref;
+    /* common refinement F of block and box shapes, outer to inner */
+    uint32_t nf;
+    int64_t frad[VNF];
+    uint64_t fphi[VNF]; /* buffer stride, elements */
+    uint64_t ftau[VNF]; /* tensor linear stride, elements */
+    uint64_t T0;        /* tensor linear index of the block origin */
+    /* no refinement: row runs */
+    int64_t A[VND];
+    uint64_t Tstr[VND];
+    uint32_t nd;
+} vpiece;
+
+typedef struct {
+    uint32_t begin, n; /* into vp_index */
+} vbind;
+
+/* a decomposed stream segment: len bytes of piece `vp` at tensor byte addresses td */
+typedef struct {
+    uint32_t vp;
+    uint64_t len;
+    rs_desc td;
+} vseg;
+typedef rs_vec(vseg) vseg_vec;
+
+/* staging content: bytes [start, start+len) hold the stream of desc d (over binding loc of rank src)
+ * from position pos (d == NULL: bytes of the binding from offset pos) */
+typedef struct {
+    uint64_t start, len;
+    uint32_t src, loc;
+    const rs_desc *d;
+    uint64_t pos;
+    uint32_t pri, l, r;
+} tnode;
+
+typedef struct {
+    uint32_t src, loc;
+    const rs_desc *d;
+    uint64_t pos, len;
+} prov;
+typedef rs_vec(prov) prov_vec;
+
+typedef struct {
+    const rs_plan *P;
+    const rs_layout *L;
+    uint32_t world;
+    char *err;
+    size_t errlen;
+    int failed;
+    /* pieces per (rank, binding) */
+    vpiece *vp;
+    uint32_t nvp;
+    uint32_t *vp_index;
+    vbind **vb; /* [world][nbindings] */
+    /* staging content treaps */
+    rs_vec(tnode) nodes;
+    uint32_t free_list;
+    uint32_t *root; /* [world] */
+    uint32_t seed;
+    /* scratch */
+    desc_vec slice_a, slice_b;
+    vseg_vec ld, ls;
+    prov_vec pv;
+    uint64_t budget;
+    /* error context */
+    uint32_t cur_rank, cur_step, cur_op;
+} vctx;
+
+static int vfail(vctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int vfail(vctx *c, const char *fmt, ...)
+{
+    if (c->failed) return -1;
+    c->failed = 1;
+    char msg[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (c->err && c->errlen) snprintf(c->err, c->errlen, "bad plan (%s)", msg);
+    return -1;
+}
+
+static const char *op_where(vctx *c, char *buf, size_t n)
+{
+    const rs_rank_prog *g = &c->P->ranks[c->cur_rank];
+    snprintf(buf, n, "rank %u, step %u, op %u %s", c->cur_rank, c->cur_step, c->cur_op,
+             c->cur_op < g->nops ? rs_op_name(g->ops[c->cur_op].code) : "?");
+    return buf;
+}
+
+/* ---- layout pieces per binding ---- */
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void vp_build(vctx *c, vpiece *v)
+{
+    const rs_layout *L = c->L;
+    const rs_piece *p = &L->pieces[v->piece];
+    const rs_tensor *t = &L->tensors[p->tensor];
+    uint32_t nd = t->ndim;
+    v->built = 1;
+    v->nd = nd;
+    int64_t A[VND], SA[VND + 1], SB[VND + 1];
+    uint64_t tstr[VND + 1];
+    tstr[nd] = 1;
+    for (int d = (int)nd - 1; d >= 0; d--) tstr[d] = tstr[d + 1] * (uint64_t)t->shape[d];
+    v->T0 = 0;
+    for (uint32_t d = 0; d < nd; d++) {
+        A[d] = v->A[d] = v->bhi[d] - v->blo[d];
+        v->Tstr[d] = tstr[d + 1];
+        v->T0 += (uint64_t)v->blo[d] * tstr[d + 1];
+    }
+    SA[nd] = 1;
+    for (int d = (int)nd - 1; d >= 0; d--) SA[d] = SA[d + 1] * A[d];
+    SB[v->bnd] = 1;
+    for (int d = (int)v->bnd - 1; d >= 0; d--) SB[d] = SB[d + 1] * (v->box_hi[d] - v->box_lo[d]);
+    int64_t vals[2 * VND + 2];
+    uint32_t n = 0;
+    for (uint32_t d = 0; d <= nd; d++) vals[n++] = SA[d];
+    for (uint32_t d = 0; d <= v->bnd; d++) vals[n++] = SB[d];
+    qsort(vals, n, sizeof vals[0], cmp_i64);
+    uint32_t u = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (!u || vals[u - 1] != vals[i]) vals[u++] = vals[i];
+    for (uint32_t i = 0; i + 1 < u; i++)
+        if (vals[i] == 0 || vals[i + 1] % vals[i]) {
+            v->noref = 1;
+            return;
+        }
+    v->nf = 0;
+    for (int i = (int)u - 2; i >= 0; i--) {
+        int64_t w = vals[i];
+        uint32_t d = 0, j = 0;
+        while (!(SA[d + 1] <= w && w < SA[d])) d++;
+        while (!(SB[j + 1] <= w && w < SB[j])) j++;
+        v->frad[v->nf] = vals[i + 1] / w;
+        v->ftau[v->nf] = (uint64_t)(w / SA[d + 1]) * tstr[d + 1];
+        v->fphi[v->nf] = (uint64_t)(w / SB[j + 1]) * v->bstride[j];
+        v->nf++;
+    }
+}
+
+typedef struct {
+    uint32_t rank, loc, vp;
+} vp_rec;
+
+static int vp_rec_cmp(const void *a, const void *b)
+{
+    const vp_rec *x = a, *y = b;
+    if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
+    if (x->loc != y->loc) return x->loc < y->loc ? -1 : 1;
+    return x->vp < y->vp ? -1 : x->vp > y->vp;
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int build_pieces(vctx *c)
+{
+    const rs_layout *L = c->L;
+    int rc = 0;
+#define BP_FAIL(...)                                                                               \
+    do {                                                                                           \
+        rc = vfail(c, __VA_ARGS__);                                                                \
+        goto out;                                                                                  \
+    } while (0)
+    /* per rank: (buffer << 32 | binding) sorted, for lookups */
+    uint64_t **bl = rs_xcalloc(c->world, sizeof *bl);
+    for (uint32_t r = 0; r < c->world; r++) {
+        const rs_rank_prog *g = &c->P->ranks[r];
+        bl[r] = rs_xmalloc((g->nbindings + 1) * sizeof **bl);
+        for (uint32_t i = 0; i < g->nbindings; i++) bl[r][i] = (uint64_t)g->bindings[i].buffer << 32 | i;
+        if (g->nbindings > 1) qsort(bl[r], g->nbindings, sizeof **bl, u64_cmp);
+    }
+    rs_vec(vpiece) vp = {0};
+    rs_vec(vp_rec) recs = {0};
+    int64_t coord[VND], lo[VND], hi[VND];
+    for (uint32_t pi = 0; pi < L->npieces; pi++) {
+        const rs_piece *p = &L->pieces[pi];
+        const rs_mesh *m = &L->meshes[p->mesh];
+        const rs_buffer *b = &L->buffers[p->buffer];
+        const rs_tensor *t = &L->tensors[p->tensor];
+        uint32_t es = (uint32_t)rs_dtype_size(t->dtype);
+        int64_t fixed[VND];
+        for (uint32_t a = 0; a < m->naxes; a++) fixed[a] = -1;
+        for (uint32_t k = 0; k < p->nplace; k++) {
+            const rs_place *q = &L->places[p->place + k];
+            if (q->kind == RS_PLACE_PIN) fixed[q->axis] = q->arg;
+        }
+        for (uint32_t a = 0; a < m->naxes; a++) coord[a] = fixed[a] >= 0 ? fixed[a] : 0;
+        for (;;) {
+            uint64_t lin = 0;
+            for (uint32_t a = 0; a < m->naxes; a++) lin = lin * (uint64_t)m->size[a] + (uint64_t)coord[a];
+            int64_t n = rs_piece_block(L, p, coord, lo, hi);
+            uint32_t rank = (uint32_t)m->ranks[lin];
+            const rs_rank_prog *g = &c->P->ranks[rank];
+            uint32_t loc = RS_NONE;
+            {
+                uint32_t lo2 = 0, hi2 = g->nbindings;
+                while (lo2 < hi2) {
+                    uint32_t mid = (lo2 + hi2) / 2;
+                    if ((bl[rank][mid] >> 32) < p->buffer) lo2 = mid + 1;
+                    else hi2 = mid;
+                }
+                if (lo2 < g->nbindings && (bl[rank][lo2] >> 32) == p->buffer) loc = (uint32_t)bl[rank][lo2];
+            }
+            if (n > 0) {
+                if (loc == RS_NONE)
+                    BP_FAIL("rank %u does not bind buffer '%s' that holds tensor '%s'", rank, b->name, t->name);
+                vpiece v;
+                memset(&v, 0, sizeof v);
+                v.piece = pi;
+                v.tensor = p->tensor;
+                v.es = es;
+                v.rank = rank;
+                v.volume = (uint64_t)n;
+                memcpy(v.blo, lo, sizeof lo);
+                memcpy(v.bhi, hi, sizeof hi);
+                const rs_binding *x = &g->bindings[loc];
+                v.bnd = b->ndim ? b->ndim : t->ndim;
+                if (x->ndim != v.bnd) BP_FAIL("rank %u: binding of '%s' has the wrong rank", rank, b->name);
+                uint64_t s = 1;
+                for (int d = (int)v.bnd - 1; d >= 0; d--) {
+                    v.bstride[d] = s;
+                    s *= (uint64_t)x->shape[d];
+                }
+                v.box_off = 0;
+                for (uint32_t d = 0; d < v.bnd; d++) {
+                    if (b->ndim == 0) {
+                        v.box_lo[d] = 0;
+                        v.box_hi[d] = hi[d] - lo[d];
+                        if (x->shape[d] != v.box_hi[d])
+                            BP_FAIL("rank %u: binding of '%s' does not have the block's shape", rank, b->name);
+                    } else {
+                        v.box_lo[d] = p->box == RS_NONE ? 0 : L->i64[p->box + d];
+                        v.box_hi[d] = p->box == RS_NONE ? b->shape[d] : L->i64[p->box + b->ndim + d];
+                    }
+                    v.box_off += (uint64_t)v.box_lo[d] * v.bstride[d];
+                }
+                uint64_t bv = 1;
+                for (uint32_t d = 0; d < v.bnd; d++) bv *= (uint64_t)(v.box_hi[d] - v.box_lo[d]);
+                if (bv != v.volume)
+                    BP_FAIL("tensor '%s': a block of %llu elements does not fill its box of %llu in '%s'",
+                                 t->name, (unsigned long long)v.volume, (unsigned long long)bv, b->name);
+                vp_rec r = {rank, loc, (uint32_t)vp.n};
+                rs_vec_push(&vp, v);
+                rs_vec_push(&recs, r);
+            }
+            int a = (int)m->naxes - 1;
+            for (; a >= 0; a--) {
+                if (fixed[a] >= 0) continue;
+                if (++coord[a] < m->size[a]) break;
+                coord[a] = 0;
+            }
+            if (a < 0) break;
+        }
+    }
+out:
+    for (uint32_t q = 0; q < c->world; q++) free(bl[q]);
+    free(bl);
+    if (rc) {
+        rs_vec_free(&vp);
+        rs_vec_free(&recs);
+        return rc;
+    }
+    if (recs.n > 1) qsort(recs.v, recs.n, sizeof *recs.v, vp_rec_cmp);
+    c->vp = vp.v;
+    c->nvp = (uint32_t)vp.n;
+    c->vp_index = rs_xmalloc((recs.n + 1) * sizeof *c->vp_index);
+    c->vb = rs_xcalloc(c->world, sizeof *c->vb);
+    for (uint32_t r = 0; r < c->world; r++) c->vb[r] = rs_xcalloc(c->P->ranks[r].nbindings + 1, sizeof(vbind));
+    for (size_t i = 0; i < recs.n; i++) {
+        c->vp_index[i] = recs.v[i].vp;
+        vbind *b = &c->vb[recs.v[i].rank][recs.v[i].loc];
+        if (!b->n) b->begin = (uint32_t)i;
+        b->n++;
+    }
+    rs_vec_free(&recs);
+    return 0;
+#undef BP_FAIL
+}
+
+/* The piece of (rank, loc) whose box holds element offset e (binding element units), or RS_NONE. */
+static uint32_t find_piece(vctx *c, uint32_t rank, uint32_t loc, uint64_t e, int64_t *idx)
+{
+    const vbind *b = &c->vb[rank][loc];
+    const rs_binding *x = &c->P->ranks[rank].bindings[loc];
+    if (!b->n) return RS_NONE;
+    const vpiece *v0 = &c->vp[c->vp_index[b->begin]];
+    uint64_t rem = e;
+    for (int d = (int)x->ndim - 1; d >= 0; d--) {
+        uint64_t s = (uint64_t)x->shape[d];
+        if (d == 0) idx[0] = (int64_t)rem;
+        else {
+            idx[d] = s ? (int64_t)(rem % s) : 0;
+            rem = s ? rem / s : 0;
+        }
+    }
+    (void)v0;
+    for (uint32_t i = 0; i < b->n; i++) {
+        const vpiece *v = &c->vp[c->vp_index[b->begin + i]];
+        int in = 1;
+        for (uint32_t d = 0; d < v->bnd && in; d++)
+            if (idx[d] < v->box_lo[d] || idx[d] >= v->box_hi[d]) in = 0;
+        if (in) return c->vp_index[b->begin + i];
+    }
+    return RS_NONE;
+}
+
+/* ---- descriptors ---- */
+
+static uint64_t dbytes(const rs_desc *d)
+{
+    uint64_t n = 1;
+    for (uint32_t i = 0; i < d->ndim; i++) n *= d->count[i];
+    return n;
+}
+
+/* Fold dims whose stride equals the span inside them, drop unit dims: the canonical form. */
+static void dnorm(rs_desc *d)
+{
+    uint64_t cnt[RS_DESC_MAX_DIMS + 2], str[RS_DESC_MAX_DIMS + 2];
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < d->ndim; i++) {
+        if (d->count[i] == 1 && i + 1 < d->ndim) continue;
+        cnt[k] = d->count[i];
+        str[k] = d->stride[i];
+        k++;
+    }
+    uint32_t w = k;
+    for (int i = (int)w - 2; i >= 0; i--) {
+        if (str[i] == cnt[i + 1] * str[i + 1]) {
+            cnt[i + 1] *= cnt[i];
+            for (uint32_t j = (uint32_t)i; j + 1 < w; j++) {
+                cnt[j] = cnt[j + 1];
+                str[j] = str[j + 1];
+            }
+            w--;
+        }
+    }
+    d->ndim = w;
+    for (uint32_t i = 0; i < w; i++) {
+        d->count[i] = cnt[i];
+        d->stride[i] = str[i];
+    }
+}
+
+/* Stream range [u, u + n) of d as a list of descs (appended to out). */
+static void dslice(const rs_desc *d, uint64_t u, uint64_t n, desc_vec *out)
+{
+    if (n == 0) return;
+    if (d->ndim == 1) {
+        rs_desc e = *d;
+        e.offset += u;
+        e.count[0] = n;
+        rs_vec_push(out, e);
+        return;
+    }
+    uint64_t inner = 1;
+    for (uint32_t i = 1; i < d->ndim; i++) inner *= d->count[i];
+    if (u % inner == 0 && n % inner == 0) {
+        rs_desc e = *d;
+        e.offset += (u / inner) * d->stride[0];
+        e.count[0] = n / inner;
+        rs_vec_push(out, e);
+        return;
+    }
+    rs_desc sub = *d;
+    memmove(sub.count, sub.count + 1, (sub.ndim - 1) * sizeof sub.count[0]);
+    memmove(sub.stride, sub.stride + 1, (sub.ndim - 1) * sizeof sub.stride[0]);
+    sub.ndim--;
+    uint64_t i0 = u / inner, end = u + n;
+    uint64_t base = d->offset;
+    if (u % inner) {
+        uint64_t take = (i0 + 1) * inner - u;
+        if (take > n) take = n;
+        sub.offset = base + i0 * d->stride[0];
+        dslice(&sub, u - i0 * inner, take, out);
+        u += take;
+        n -= take;
+        i0++;
+    }
+    if (n == 0) return;
+    uint64_t full = n / inner;
+    if (full) {
+        rs_desc e = *d;
+        e.offset = base + i0 * d->stride[0];
+        e.count[0] = full;
+        rs_vec_push(out, e);
+        u += full * inner;
+        n -= full * inner;
+        i0 += full;
+    }
+    if (n) {
+        sub.offset = base + i0 * d->stride[0];
+        dslice(&sub, 0, n, out);
+    }
+    (void)end;
+}
+
+/* ---- mapping binding regions to tensor elements ---- */
+
+/* Try e (element units, innermost stride 1) as one affine image inside piece v; writes td (bytes). */
+static int affine(const vpiece *v, const rs_desc *e, uint64_t rel, rs_desc *td)
+{
+    if (v->noref) {
+        if (e->ndim != 1) return 0;
+        /* box-linear index of rel, inside one box row and one block row */
+        uint64_t l = 0, mul = 1, r2 = rel;
+        int64_t bi[VND];
+        for (int d = (int)v->bnd - 1; d >= 0; d--) {
+            uint64_t s = d ? v->bstride[d - 1] / v->bstride[d] : 0;
+            bi[d] = d ? (int64_t)(r2 % s) : (int64_t)r2;
+            if (d) r2 /= s;
+        }
+        for (int d = (int)v->bnd - 1; d >= 0; d--) {
+            int64_t ext = v->box_hi[d] - v->box_lo[d];
+            if (bi[d] < 0 || bi[d] >= ext) return 0;
+            l += (uint64_t)bi[d] * mul;
+            mul *= (uint64_t)ext;
+        }
+        uint64_t n = e->count[0];
+        uint64_t bl = (uint64_t)(v->box_hi[v->bnd - 1] - v->box_lo[v->bnd - 1]);
+        uint64_t al = v->nd ? (uint64_t)v->A[v->nd - 1] : 1;
+        if (l % bl + n > bl || l % al + n > al) return 0;
+        /* block multi-index of l */
+        uint64_t tl = v->T0, r3 = l;
+        for (int d = (int)v->nd - 1; d >= 0; d--) {
+            tl += (r3 % (uint64_t)v->A[d]) * v->Tstr[d];
+            r3 /= (uint64_t)v->A[d];
+        }
+        memset(td, 0, sizeof *td);
+        td->offset = tl * v->es;
+        td->ndim = 1;
+        td->count[0] = n * v->es;
+        td->stride[0] = 1;
+        return 1;
+    }
+    uint32_t nf = v->nf;
+    int64_t x[VNF], maxc[VNF];
+    uint64_t r = rel;
+    for (uint32_t k = 0; k < nf; k++) {
+        x[k] = (int64_t)(r / v->fphi[k]);
+        r %= v->fphi[k];
+        if (x[k] >= v->frad[k]) return 0;
+        maxc[k] = x[k];
+    }
+    if (r) return 0;
+    if (nf == 0) {
+        /* a single element */
+        if (e->count[e->ndim - 1] != 1) return 0;
+        for (uint32_t i = 0; i + 1 < e->ndim; i++)
+            if (e->count[i] > 1) return 0;
+        memset(td, 0, sizeof *td);
+        td->offset = v->T0 * v->es;
+        td->ndim = 1;
+        td->count[0] = v->es;
+        td->stride[0] = 1;
+        return 1;
+    }
+    uint64_t cnt[VNF + RS_DESC_MAX_DIMS + 1], str[VNF + RS_DESC_MAX_DIMS + 1];
+    uint32_t nt = 0;
+    /* outer dims of e */
+    for (uint32_t i = 0; i + 1 < e->ndim; i++) {
+        uint64_t s = e->stride[i], tau = 0;
+        for (uint32_t k = 0; k < nf; k++) {
+            uint64_t m = s / v->fphi[k];
+            s %= v->fphi[k];
+            if (m && e->count[i] > 1) {
+                maxc[k] += (int64_t)((e->count[i] - 1) * m);
+                tau += m * v->ftau[k];
+            }
+        }
+        if (s) return 0;
+        cnt[nt] = e->count[i];
+        str[nt] = tau;
+        nt++;
+    }
+    /* the innermost run over the innermost F dims */
+    uint64_t m = e->count[e->ndim - 1];
+    uint64_t rc[VNF], rs[VNF];
+    uint32_t nr = 0;
+    int k = (int)nf - 1;
+    for (;;) {
+        if (x[k] + (int64_t)m <= v->frad[k]) {
+            maxc[k] += (int64_t)m - 1;
+            rc[nr] = m;
+            rs[nr] = v->ftau[k];
+            nr++;
+            break;
+        }
+        if (x[k] == 0 && m % (uint64_t)v->frad[k] == 0 && k > 0 && v->fphi[k - 1] == (uint64_t)v->frad[k] * v->fphi[k]) {
+            maxc[k] += v->frad[k] - 1;
+            rc[nr] = (uint64_t)v->frad[k];
+            rs[nr] = v->ftau[k];
+            nr++;
+            m /= (uint64_t)v->frad[k];
+            k--;
+            continue;
+        }
+        return 0;
+    }
+    for (uint32_t q = 0; q < nf; q++)
+        if (maxc[q] >= v->frad[q]) return 0;
+    for (uint32_t q = nr; q-- > 0;) {
+        cnt[nt] = rc[q];
+        str[nt] = rs[q];
+        nt++;
+    }
+    uint64_t toff = v->T0;
+    for (uint32_t q = 0; q < nf; q++) toff += (uint64_t)x[q] * v->ftau[q];
+    /* bytes: scale, then the element's bytes innermost */
+    if (nt + 1 > RS_DESC_MAX_DIMS + VNF) return 0;
+    rs_desc t;
+    memset(&t, 0, sizeof t);
+    t.offset = toff * v->es;
+    uint64_t c2[VNF + RS_DESC_MAX_DIMS + 2], s2[VNF + RS_DESC_MAX_DIMS + 2];
+    uint32_t n2 = 0;
+    for (uint32_t q = 0; q < nt; q++) {
+        if (cnt[q] == 1) continue;
+        c2[n2] = cnt[q];
+        s2[n2] = str[q] * v->es;
+        n2++;
+    }
+    c2[n2] = v->es;
+    s2[n2] = 1;
+    n2++;
+    /* fold into t (may exceed the desc dims before folding: fold by hand) */
+    uint32_t w = n2;
+    for (int i = (int)w - 2; i >= 0; i--)
+        if (s2[i] == c2[i + 1] * s2[i + 1]) {
+            c2[i + 1] *= c2[i];
+            for (uint32_t j = (uint32_t)i; j + 1 < w; j++) {
+                c2[j] = c2[j + 1];
+                s2[j] = s2[j + 1];
+            }
+            w--;
+        }
+    if (w > RS_DESC_MAX_DIMS) return 0;
+    t.ndim = w;
+    for (uint32_t i = 0; i < w; i++) {
+        t.count[i] = c2[i];
+        t.stride[i] = s2[i];
+    }
+    *td = t;
+    return 1;
+}
+
+/* Decompose one desc (bytes, element aligned) of (rank, loc) into pieces and tensor descs. */
+static int dec_desc(vctx *c, uint32_t rank, uint32_t loc, const rs_desc *d, vseg_vec *out, int depth)
+{
+    if (d->ndim == 0) return 0;
+    if (++c->budget > 400000000ull) return vfail(c, "verification budget exhausted (plan too irregular)");
+    uint64_t len = dbytes(d);
+    if (len == 0) return 0;
+    int64_t idx[VND];
+    uint32_t es = 0;
+    {
+        const rs_binding *x = &c->P->ranks[rank].bindings[loc];
+        es = (uint32_t)rs_dtype_size(c->L->buffers[x->buffer].dtype);
+    }
+    {
+        int bad = d->offset % es || d->count[d->ndim - 1] % es;
+        for (uint32_t i = 0; i + 1 < d->ndim; i++)
+            if (d->stride[i] % es) bad = 1;
+        if (bad) {
+            char w[160];
+            return vfail(c, "%s: a transfer on rank %u splits an element", op_where(c, w, sizeof w), rank);
+        }
+    }
+    uint32_t vi = find_piece(c, rank, loc, d->offset / es, idx);
+    if (vi == RS_NONE) {
+        char w[160];
+        const rs_binding *x = &c->P->ranks[rank].bindings[loc];
+        return vfail(c, "%s: touches bytes of '%s' (offset %llu) outside every piece on rank %u", op_where(c, w, sizeof w),
+                     c->L->buffers[x->buffer].name, (unsigned long long)d->offset, rank);
+    }
+    const vpiece *v = &c->vp[vi];
+    if (!v->built) vp_build(c, &c->vp[vi]);
+    /* element units */
+    rs_desc e = *d;
+    e.offset /= es;
+    for (uint32_t i = 0; i + 1 < e.ndim; i++) e.stride[i] /= es;
+    e.count[e.ndim - 1] /= es;
+    uint64_t rel = e.offset - v->box_off;
+    if (e.offset >= v->box_off) {
+        rs_desc td;
+        if (affine(v, &e, rel, &td)) {
+            vseg s = {vi, len, td};
+            rs_vec_push(out, s);
+            return 0;
+        }
+    }
+    /* split: the outermost dim into its elements, a run into two */
+    if (d->ndim > 1) {
+        uint32_t k = 0;
+        while (k + 1 < d->ndim && d->count[k] == 1) k++;
+        rs_desc sub = *d;
+        if (k + 1 < d->ndim) {
+            memmove(sub.count + k, sub.count + k + 1, (sub.ndim - k - 1) * sizeof sub.count[0]);
+            memmove(sub.stride + k, sub.stride + k + 1, (sub.ndim - k - 1) * sizeof sub.stride[0]);
+            sub.ndim--;
+            for (uint64_t i = 0; i < d->count[k]; i++) {
+                rs_desc s2 = sub;
+                s2.offset = d->offset + i * d->stride[k];
+                if (dec_desc(c, rank, loc, &s2, out, depth + 1)) return -1;
+            }
+            return 0;
+        }
+        /* only the innermost dim is not 1: treat as a run */
+        sub.ndim = 1;
+        sub.count[0] = d->count[d->ndim - 1];
+        sub.stride[0] = 1;
+        for (uint32_t i = 0; i + 1 < d->ndim; i++) sub.offset += 0;
+        return dec_desc(c, rank, loc, &sub, out, depth + 1);
+    }
+    uint64_t n = d->count[0] / es;
+    if (n <= 1) {
+        char w[160];
+        return vfail(c, "%s: an element of rank %u cannot be mapped to its tensor", op_where(c, w, sizeof w), rank);
+    }
+    /* cut the run where the piece's innermost structure ends: find the longest mappable prefix by halving */
+    uint64_t lo = 1, hi = n; /* lo is mappable (one element maps when inside the piece) */
+    rs_desc pre = *d;
+    while (lo + 1 < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        rs_desc t = e, td;
+        t.count[0] = mid;
+        if (e.offset >= v->box_off && affine(v, &t, rel, &td)) lo = mid;
+        else hi = mid;
+    }
+    pre.count[0] = lo * es;
+    if (dec_desc(c, rank, loc, &pre, out, depth + 1)) return -1;
+    rs_desc rest = *d;
+    rest.offset += lo * es;
+    rest.count[0] -= lo * es;
+    return dec_desc(c, rank, loc, &rest, out, depth + 1);
+}
+
+/* Decompose the stream range [u, u + n) of desc d over (rank, loc). */
+static int decompose(vctx *c, uint32_t rank, uint32_t loc, const rs_desc *d, uint64_t u, uint64_t n, vseg_vec *out)
+{
+    out->n = 0;
+    desc_vec parts = {0};
+    dslice(d, u, n, &parts);
+    int rc = 0;
+    for (size_t i = 0; i < parts.n && !rc; i++) rc = dec_desc(c, rank, loc, &parts.v[i], out, 0);
+    rs_vec_free(&parts);
+    return rc;
+}
+
+/* Compare the tensor byte streams of two desc lists of equal total length. */
+static int same_stream(vctx *c, desc_vec *A, desc_vec *B)
+{
+    size_t ia = 0, ib = 0;
+    uint64_t oa = 0, ob = 0; /* consumed bytes of A.v[ia], B.v[ib] */
+    while (ia < A->n && ib < B->n) {
+        if (++c->budget > 400000000ull) return 0;
+        rs_desc a = A->v[ia], b = B->v[ib];
+        uint64_t la = dbytes(&a) - oa, lb = dbytes(&b) - ob;
+        uint64_t m = la < lb ? la : lb;
+        desc_vec sa = {0}, sb = {0};
+        dslice(&a, oa, m, &sa);
+        dslice(&b, ob, m, &sb);
+        int ok;
+        if (sa.n == 1 && sb.n == 1) {
+            dnorm(&sa.v[0]);
+            dnorm(&sb.v[0]);
+            ok = sa.v[0].ndim == sb.v[0].ndim && sa.v[0].offset == sb.v[0].offset &&
+                 !memcmp(sa.v[0].count, sb.v[0].count, sa.v[0].ndim * sizeof sa.v[0].count[0]) &&
+                 !memcmp(sa.v[0].stride, sb.v[0].stride, sa.v[0].ndim * sizeof sa.v[0].stride[0]);
+            if (!ok && !(sa.v[0].ndim == 1 && sb.v[0].ndim == 1)) {
+                /* different factorizations of maybe the same stream: compare element by element of
+                 * the outer dim of the one with more dims */
+                rs_desc *x = sa.v[0].ndim >= sb.v[0].ndim ? &sa.v[0] : &sb.v[0];
+                desc_vec ex = {0};
+                uint64_t inner = dbytes(x) / x->count[0];
+                for (uint64_t i = 0; i < x->count[0]; i++) dslice(x, i * inner, inner, &ex);
+                if (x == &sa.v[0]) ok = same_stream(c, &ex, &sb);
+                else ok = same_stream(c, &sa, &ex);
+                rs_vec_free(&ex);
+            }
+        } else {
+            ok = same_stream(c, &sa, &sb);
+        }
+        rs_vec_free(&sa);
+        rs_vec_free(&sb);
+        if (!ok) return 0;
+        oa += m;
+        ob += m;
+        if (oa == dbytes(&A->v[ia])) ia++, oa = 0;
+        if (ob == dbytes(&B->v[ib])) ib++, ob = 0;
+    }
+    return 1;
+}
+
+static void fmt_td(vctx *c, char *buf, size_t n, const vseg *s)
+{
+    const vpiece *v = &c->vp[s->vp];
+    const rs_tensor *t = &c->L->tensors[v->tensor];
+    uint64_t g = s->td.offset / v->es;
+    int64_t idx[VND];
+    for (int d = (int)t->ndim - 1; d >= 0; d--) {
+        idx[d] = t->shape[d] ? (int64_t)(g % (uint64_t)t->shape[d]) : 0;
+        g = t->shape[d] ? g / (uint64_t)t->shape[d] : 0;
+    }
+    size_t k = (size_t)snprintf(buf, n, "tensor '%s' element [", t->name);
+    for (uint32_t d = 0; d < t->ndim && k < n; d++) k += (size_t)snprintf(buf + k, n - k, "%s%lld", d ? ", " : "", (long long)idx[d]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+/* A delivery: the stream range [du, du + n) of the destination decomposition `ld` (of one op, from
+ * position base) receives the bytes of provenance p. */
+static int check_delivery(vctx *c, uint32_t drank, const vseg_vec *ld, uint64_t ld_base, uint64_t du, const prov *p)
+{
+    if (p->d == NULL) {
+        /* contiguous binding bytes: a one-dim desc */
+        rs_desc cd;
+        memset(&cd, 0, sizeof cd);
+        cd.loc = p->loc;
+        cd.ndim = 1;
+        cd.offset = p->pos;
+        cd.count[0] = p->len;
+        cd.stride[0] = 1;
+        if (decompose(c, p->src, p->loc, &cd, 0, p->len, &c->ls)) return -1;
+    } else if (decompose(c, p->src, p->loc, p->d, p->pos, p->len, &c->ls)) {
+        return -1;
+    }
+    /* walk the destination segments overlapping [du, du + len) */
+    uint64_t pos = ld_base, want = du, end = du + p->len;
+    size_t i = 0;
+    while (i < ld->n && pos + ld->v[i].len <= want) pos += ld->v[i++].len;
+    size_t j = 0;
+    uint64_t jpos = du;
+    while (want < end) {
+        if (i >= ld->n || j >= c->ls.n) return vfail(c, "internal: delivery walk out of range");
+        const vseg *a = &ld->v[i], *b = &c->ls.v[j];
+        uint64_t a_end = pos + a->len, b_end = jpos + b->len;
+        uint64_t stop = a_end < b_end ? a_end : b_end;
+        if (stop > end) stop = end;
+        const vpiece *va = &c->vp[a->vp], *vb = &c->vp[b->vp];
+        if (va->tensor != vb->tensor) {
+            char w[160];
+            return vfail(c, "%s: rank %u receives tensor '%s' into a piece of tensor '%s' (from rank %u)",
+                         op_where(c, w, sizeof w), drank, c->L->tensors[vb->tensor].name,
+                         c->L->tensors[va->tensor].name, p->src);
+        }
+        desc_vec x = {0}, y = {0};
+        dslice(&a->td, want - pos, stop - want, &x);
+        dslice(&b->td, want - jpos, stop - want, &y);
+        int ok = same_stream(c, &x, &y);
+        if (!ok && !c->failed) {
+            char w[160], ta[200], tb[200];
+            vseg sa = {a->vp, 0, x.v[0]}, sb = {b->vp, 0, y.v[0]};
+            fmt_td(c, ta, sizeof ta, &sa);
+            fmt_td(c, tb, sizeof tb, &sb);
+            vfail(c, "%s: wrong data: rank %u expects %s but gets %s from rank %u", op_where(c, w, sizeof w), drank, ta,
+                  tb, p->src);
+        }
+        rs_vec_free(&x);
+        rs_vec_free(&y);
+        if (!ok) return -1;
+        want = stop;
+        if (want == a_end) pos = a_end, i++;
+        if (want == b_end) jpos = b_end, j++;
+    }
+    return 0;
+}
+
+/* ---- staging content (treap of disjoint byte ranges) ---- */
+
+static uint32_t node_new(vctx *c, const tnode *x)
+{
+    uint32_t id;
+    if (c->free_list) {
+        id = c->free_list;
+        c->free_list = c->nodes.v[id].l;
+    } else {
+        id = (uint32_t)c->nodes.n;
+        tnode z;
+        memset(&z, 0, sizeof z);
+        rs_vec_push(&c->nodes, z);
+    }
+    c->nodes.v[id] = *x;
+    c->seed = c->seed * 1103515245u + 12345u;
+    c->nodes.v[id].pri = c->seed >> 1;
+    c->nodes.v[id].l = c->nodes.v[id].r = 0;
+    return id;
+}
+
+static void node_free_tree(vctx *c, uint32_t t)
+{
+    while (t) {
+        node_free_tree(c, c->nodes.v[t].l);
+        uint32_t r = c->nodes.v[t].r;
+        c->nodes.v[t].l = c->free_list;
+        c->free_list = t;
+        t = r;
+    }
+}
+
+/* split by start: < key to *a, >= key to *b */
+static void tsplit(vctx *c, uint32_t t, uint64_t key, uint32_t *a, uint32_t *b)
+{
+    if (!t) {
+        *a = *b = 0;
+        return;
+    }
+    tnode *n = &c->nodes.v[t];
+    if (n->start < key) {
+        uint32_t r = n->r;
+        tsplit(c, r, key, &c->nodes.v[t].r, b);
+        *a = t;
+    } else {
+        uint32_t l = n->l;
+        tsplit(c, l, key, a, &c->nodes.v[t].l);
+        *b = t;
+    }
+}
+
+static uint32_t tmerge(vctx *c, uint32_t a, uint32_t b)
+{
+    if (!a) return b;
+    if (!b) return a;
+    if (c->nodes.v[a].pri > c->nodes.v[b].pri) {
+        uint32_t r = tmerge(c, c->nodes.v[a].r, b);
+        c->nodes.v[a].r = r;
+        return a;
+    }
+    uint32_t l = tmerge(c, a, c->nodes.v[b].l);
+    c->nodes.v[b].l = l;
+    return b;
+}
+
+/* make sure no node straddles position x */
+static void tcut(vctx *c, uint32_t *root, uint64_t x)
+{
+    uint32_t t = *root, hit = 0;
+    while (t) {
+        tnode *n = &c->nodes.v[t];
+        if (x <= n->start) t = n->l;
+        else if (x >= n->start + n->len) t = n->r;
+        else {
+            hit = t;
+            break;
+        }
+    }
+    if (!hit) return;
+    tnode tail = c->nodes.v[hit];
+    uint64_t k = x - tail.start;
+    c->nodes.v[hit].len = k;
+    tail.start = x;
+    tail.len -= k;
+    tail.pos += k;
+    uint32_t id = node_new(c, &tail);
+    uint32_t a, b;
+    tsplit(c, *root, x, &a, &b);
+    *root = tmerge(c, tmerge(c, a, id), b);
+}
+
+static void tassign(vctx *c, uint32_t rank, uint64_t start, uint64_t len, const prov *p)
+{
+    if (!len) return;
+    uint32_t *root = &c->root[rank];
+    tcut(c, root, start);
+    tcut(c, root, start + len);
+    uint32_t a, m, b;
+    tsplit(c, *root, start, &a, &m);
+    tsplit(c, m, start + len, &m, &b);
+    node_free_tree(c, m);
+    tnode x;
+    memset(&x, 0, sizeof x);
+    x.start = start;
+    x.len = len;
+    x.src = p->src;
+    x.loc = p->loc;
+    x.d = p->d;
+    x.pos = p->pos;
+    uint32_t id = node_new(c, &x);
+    *root = tmerge(c, tmerge(c, a, id), b);
+}
+
+static void tquery_rec(vctx *c, uint32_t t, uint64_t a, uint64_t b, prov_vec *out, uint64_t *at, int *gap)
+{
+    if (!t) return;
+    const tnode *n = &c->nodes.v[t];
+    if (n->start + n->len <= a) {
+        tquery_rec(c, n->r, a, b, out, at, gap);
+        return;
+    }
+    if (n->start >= b) {
+        tquery_rec(c, n->l, a, b, out, at, gap);
+        return;
+    }
+    tquery_rec(c, n->l, a, b, out, at, gap);
+    n = &c->nodes.v[t];
+    uint64_t s = n->start > a ? n->start : a, e = n->start + n->len < b ? n->start + n->len : b;
+    if (s != *at) *gap = 1;
+    prov p = {n->src, n->loc, n->d, n->pos + (s - n->start), e - s};
+    rs_vec_push(out, p);
+    *at = e;
+    tquery_rec(c, n->r, a, b, out, at, gap);
+}
+
+/* Content of staging [a, b) of rank: provenance pieces in order; -1 when some byte holds no data. */
+static int tquery(vctx *c, uint32_t rank, uint64_t a, uint64_t b, prov_vec *out)
+{
+    out->n = 0;
+    uint64_t at = a;
+    int gap = 0;
+    tquery_rec(c, c->root[rank], a, b, out, &at, &gap);
+    if (gap || at != b) return -1;
+    return 0;
+}
+
+/* ---- matching ---- */
+
+typedef struct {
+    uint64_t key; /* lane, a, b */
+    uint32_t seq, gop;
+    uint8_t kind; /* 0 send, 1 recv */
+} mrec;
+
+static int mrec_cmp(const void *x, const void *y)
+{
+    const mrec *a = x, *b = y;
+    if (a->key != b->key) return a->key < b->key ? -1 : 1;
+    if (a->seq != b->seq) return a->seq < b->seq ? -1 : 1;
+    return a->kind < b->kind ? -1 : a->kind > b->kind;
+}
+
+/* ---- the verifier ---- */
+
+typedef struct {
+    uint32_t *step_base, *op_base; /* [world + 1] */
+    uint32_t nsteps, nops;
+    uint32_t *op_step;   /* global op -> global step */
+    uint32_t *partner;   /* global op -> global op (send/recv) */
+    uint32_t *rank_of;   /* global step -> rank */
+} vglob;
+
+static void free_all(vctx *c, vglob *g)
+{
+    free(c->vp);
+    free(c->vp_index);
+    if (c->vb) {
+        for (uint32_t r = 0; r < c->world; r++) free(c->vb[r]);
+        free(c->vb);
+    }
+    rs_vec_free(&c->nodes);
+    free(c->root);
+    rs_vec_free(&c->slice_a);
+    rs_vec_free(&c->slice_b);
+    rs_vec_free(&c->ld);
+    rs_vec_free(&c->ls);
+    rs_vec_free(&c->pv);
+    free(g->step_base);
+    free(g->op_base);
+    free(g->op_step);
+    free(g->partner);
+    free(g->rank_of);
+}
+
+static uint32_t loc_es(const vctx *c, uint32_t rank, uint32_t loc)
+{
+    if (loc == RS_LOC_STAGING) return 1;
+    return (uint32_t)rs_dtype_size(c->L->buffers[c->P->ranks[rank].bindings[loc].buffer].dtype);
+}
+
+static int loc_is_dst(const vctx *c, uint32_t rank, uint32_t loc)
+{
+    return loc != RS_LOC_STAGING && c->L->buffers[c->P->ranks[rank].bindings[loc].buffer].side == RS_DST;
+}
+
+/* Binding regions must be whole elements (the data check reasons per element), and nothing reads a
+ * destination buffer (this verifier tracks destination contents only as writes). */
+static int check_alignment(vctx *c)
+{
+    for (uint32_t r = 0; r < c->world; r++) {
+        const rs_rank_prog *g = &c->P->ranks[r];
+        for (uint32_t s = 0; s < g->nsteps; s++)
+            for (uint32_t k = 0; k < g->steps[s].nops; k++) {
+                uint32_t oi = g->steps[s].op_begin + k;
+                const rs_op *o = &g->ops[oi];
+                c->cur_rank = r, c->cur_step = s, c->cur_op = oi;
+                char w[160];
+                if (o->code == RS_OP_SEND || o->code == RS_OP_RECV) {
+                    uint32_t es = loc_es(c, r, o->loc);
+                    if (o->off % es || o->bytes % es)
+                        return vfail(c, "%s: buffer range not made of whole elements", op_where(c, w, sizeof w));
+                    if (o->code == RS_OP_SEND && loc_is_dst(c, r, o->loc))
+                        return vfail(c, "%s: sends from a destination buffer (not supported)", op_where(c, w, sizeof w));
+                    continue;
+                }
+                for (int side = 0; side < 2; side++) {
+                    const rs_desc *d = &g->descs[side ? o->dst : o->src];
+                    if (d->loc == RS_LOC_STAGING) continue;
+                    uint32_t es = loc_es(c, r, d->loc);
+                    int bad = d->offset % es || d->count[d->ndim - 1] % es;
+                    for (uint32_t i = 0; i + 1 < d->ndim; i++)
+                        if (d->stride[i] % es) bad = 1;
+                    if (bad) return vfail(c, "%s: buffer region not made of whole elements", op_where(c, w, sizeof w));
+                    if (side == 0 && loc_is_dst(c, r, d->loc))
+                        return vfail(c, "%s: reads a destination buffer (not supported)", op_where(c, w, sizeof w));
+                }
+            }
+    }
+    return 0;
+}
+
+static int match_ops(vctx *c, vglob *G)
+{
+    rs_vec(mrec) recs = {0};
+    for (uint32_t r = 0; r < c->world; r++) {
+        const rs_rank_prog *g = &c->P->ranks[r];
+        for (uint32_t s = 0; s < g->nsteps; s++)
+            for (uint32_t k = 0; k < g->steps[s].nops; k++) {
+                uint32_t oi = g->steps[s].op_begin + k;
+                const rs_op *o = &g->ops[oi];
+                G->op_step[G->op_base[r] + oi] = G->step_base[r] + s;
+                if (o->code != RS_OP_SEND && o->code != RS_OP_RECV) continue;
+                uint32_t a = o->code == RS_OP_SEND ? r : o->peer, b = o->code == RS_OP_SEND ? o->peer : r;
+                mrec m = {(uint64_t)g->steps[s].lane << 42 | (uint64_t)a << 21 | b, 0, G->op_base[r] + oi,
+                          (uint8_t)(o->code == RS_OP_RECV)};
+                rs_vec_push(&recs, m);
+            }
+    }
+    /* sequence numbers per (key, kind) in program order: records are in rank-program order already, so a
+     * stable count per key works after grouping; do it with a sort by (key, kind, gop) */
+    for (size_t i = 0; i < recs.n; i++) recs.v[i].seq = recs.v[i].gop;
+    if (recs.n > 1) qsort(recs.v, recs.n, sizeof *recs.v, mrec_cmp); /* by key, then gop (program order of one rank) */
+    /* within a key: sends come from one rank and receives from another; number each kind */
+    size_t i = 0;
+    int rc = 0;
+    while (i < recs.n && !rc) {
+        size_t j = i;
+        while (j < recs.n && recs.v[j].key == recs.v[i].key) j++;
+        rs_vec(uint32_t) sends = {0}, recvs = {0};
+        for (size_t q = i; q < j; q++) {
+            if (recs.v[q].kind == 0) rs_vec_push(&sends, recs.v[q].gop);
+            else rs_vec_push(&recvs, recs.v[q].gop);
+        }
+        uint32_t lane = (uint32_t)(recs.v[i].key >> 42), a = (uint32_t)(recs.v[i].key >> 21) & 0x1fffff,
+                 b = (uint32_t)recs.v[i].key & 0x1fffff;
+        if (sends.n != recvs.n) {
+            rc = vfail(c, "%s lane: rank %u sends %zu messages to rank %u, which receives %zu", lane ? "NVL" : "NET", a,
+                       sends.n, b, recvs.n);
+        }
+        for (size_t q = 0; q < sends.n && q < recvs.n && !rc; q++) {
+            uint32_t so = sends.v[q], ro = recvs.v[q];
+            const rs_op *x = &c->P->ranks[a].ops[so - G->op_base[a]], *y = &c->P->ranks[b].ops[ro - G->op_base[b]];
+            if (x->bytes != y->bytes)
+                rc = vfail(c, "%s lane: message %zu from rank %u to rank %u: %llu bytes sent, %llu received",
+                           lane ? "NVL" : "NET", q, a, b, (unsigned long long)x->bytes, (unsigned long long)y->bytes);
+            G->partner[so] = ro;
+            G->partner[ro] = so;
+        }
+        rs_vec_free(&sends);
+        rs_vec_free(&recvs);
+        i = j;
+    }
+    rs_vec_free(&recs);
+    return rc;
+}
+
+/* ---- races between steps of one rank ---- */
+
+typedef struct {
+    uint64_t a, b;
+    uint8_t w; /* written */
+    uint8_t what; /* 0 PACK write, 1 RECV write, 2 SEND read, 3 UNPACK read */
+} iv;
+
+static int iv_cmp(const void *x, const void *y)
+{
+    const iv *a = x, *b = y;
+    if (a->a != b->a) return a->a < b->a ? -1 : 1;
+    return a->b < b->b ? -1 : a->b > b->b;
+}
+
+typedef rs_vec(iv) iv_vec;
+
+static void desc_runs(const rs_desc *d, uint8_t w, uint8_t what, iv_vec *out)
+{
+    uint64_t run = d->count[d->ndim - 1];
+    uint64_t nrun = dbytes(d) / (run ? run : 1);
+    if (!run) return;
+    uint64_t idx[RS_DESC_MAX_DIMS] = {0};
+    for (uint64_t q = 0; q < nrun; q++) {
+        uint64_t off = d->offset;
+        for (uint32_t k = 0; k + 1 < d->ndim; k++) off += idx[k] * d->stride[k];
+        iv x = {off, off + run, w, what};
+        rs_vec_push(out, x);
+        for (int k = (int)d->ndim - 2; k >= 0; k--) {
+            if (++idx[k] < d->count[k]) break;
+            idx[k] = 0;
+        }
+    }
+}
+
+static void step_footprint(const rs_rank_prog *g, uint32_t s, iv_vec *out)
+{
+    out->n = 0;
+    const rs_step *st = &g->steps[s];
+    for (uint32_t k = 0; k < st->nops; k++) {
+        const rs_op *o = &g->ops[st->op_begin + k];
+        switch (o->code) {
+        case RS_OP_PACK: desc_runs(&g->descs[o->dst], 1, 0, out); break;
+        case RS_OP_UNPACK: desc_runs(&g->descs[o->src], 0, 3, out); break;
+        case RS_OP_SEND:
+            if (o->loc == RS_LOC_STAGING && o->bytes) {
+                iv x = {o->off, o->off + o->bytes, 0, 2};
+                rs_vec_push(out, x);
+            }
+            break;
+        case RS_OP_RECV:
+            if (o->loc == RS_LOC_STAGING && o->bytes) {
+                iv x = {o->off, o->off + o->bytes, 1, 1};
+                rs_vec_push(out, x);
+            }
+            break;
+        default: break;
+        }
+    }
+    if (out->n > 1) qsort(out->v, out->n, sizeof *out->v, iv_cmp);
+}
+
+/* within one step: writes never overlap each other, and a RECV never writes what a SEND reads */
+static int step_internal(vctx *c, uint32_t r, uint32_t s, const iv_vec *f)
+{
+    uint64_t wend = 0, recv_end = 0, send_end = 0;
+    for (size_t i = 0; i < f->n; i++) {
+        const iv *x = &f->v[i];
+        if (x->w) {
+            if (x->a < wend)
+                return vfail(c, "rank %u, step %u: staging bytes %llu.. written twice in one step", r, s,
+                             (unsigned long long)x->a);
+            if (x->what == 1 && x->a < send_end)
+                return vfail(c, "rank %u, step %u: a receive overwrites staging bytes %llu.. a send of the same step reads",
+                             r, s, (unsigned long long)x->a);
+            if (x->b > wend) wend = x->b;
+            if (x->what == 1 && x->b > recv_end) recv_end = x->b;
+        } else if (x->what == 2) {
+            if (x->a < recv_end)
+                return vfail(c, "rank %u, step %u: a send reads staging bytes %llu.. a receive of the same step writes",
+                             r, s, (unsigned long long)x->a);
+            if (x->b > send_end) send_end = x->b;
+        }
+    }
+    return 0;
+}
+
+static int overlap_conflict(const iv_vec *a, const iv_vec *b, uint64_t *at)
+{
+    size_t i = 0, j = 0;
+    /* interval lists sorted by start; check every overlapping pair with a write (two-pointer on ends) */
+    while (i < a->n && j < b->n) {
+        const iv *x = &a->v[i], *y = &b->v[j];
+        if (x->b <= y->a) {
+            i++;
+            continue;
+        }
+        if (y->b <= x->a) {
+            j++;
+            continue;
+        }
+        if (x->w || y->w) {
+            *at = x->a > y->a ? x->a : y->a;
+            return 1;
+        }
+        if (x->b < y->b) i++;
+        else j++;
+    }
+    return 0;
+}
+
+static int check_races(vctx *c)
+{
+    iv_vec fa = {0}, fb = {0};
+    int rc = 0;
+    for (uint32_t r = 0; r < c->world && !rc; r++) {
+        const rs_rank_prog *g = &c->P->ranks[r];
+        if (!g->nsteps) continue;
+        /* lane sequences and, per step, the last step of the other lane known complete before it starts */
+        uint32_t *lane_idx = rs_xmalloc(g->nsteps * sizeof *lane_idx);
+        int64_t *before = rs_xmalloc(g->nsteps * sizeof *before);
+        rs_vec(uint32_t) seq[2] = {{0}, {0}};
+        int64_t run[2] = {-1, -1};
+        for (uint32_t s = 0; s < g->nsteps; s++) {
+            int lane = g->steps[s].lane;
+            lane_idx[s] = (uint32_t)seq[lane].n;
+            rs_vec_push(&seq[lane], s);
+            for (uint32_t w = 0; w < g->steps[s].nwaits; w++) {
+                uint32_t t = g->waits[g->steps[s].wait_begin + w];
+                if ((int64_t)lane_idx[t] > run[lane]) run[lane] = lane_idx[t];
+            }
+            before[s] = run[lane];
+        }
+        for (uint32_t s = 0; s < g->nsteps && !rc; s++) {
+            step_footprint(g, s, &fa);
+            rc = step_internal(c, r, s, &fa);
+        }
+        /* each NET step against the NVL steps that may run at the same time */
+        for (size_t i = 0; i < seq[0].n && !rc; i++) {
+            uint32_t s = seq[0].v[i];
+            int64_t lo = before[s] + 1; /* NVL lane indices >= lo are not known to be complete */
+            step_footprint(g, s, &fa);
+            if (!fa.n) continue;
+            for (size_t j = (size_t)(lo < 0 ? 0 : lo); j < seq[1].n; j++) {
+                uint32_t t = seq[1].v[j];
+                if (before[t] >= (int64_t)i) break; /* this NVL step (and later ones) start after s */
+                step_footprint(g, t, &fb);
+                uint64_t at;
+                if (overlap_conflict(&fa, &fb, &at))
+                    rc = vfail(c, "rank %u: steps %u (NET) and %u (NVL) may run at the same time and both touch staging byte %llu, one writing",
+                               r, s, t, (unsigned long long)at);
+                if (rc) break;
+            }
+        }
+        free(lane_idx);
+        free(before);
+        rs_vec_free(&seq[0]);
+        rs_vec_free(&seq[1]);
+    }
+    rs_vec_free(&fa);
+    rs_vec_free(&fb);
+    return rc;
+}
+
+/* ---- simulation with data ---- */
+
+static int unpack_like(vctx *c, uint32_t r, const rs_desc *dst, const prov_vec *src_pieces)
+{
+    /* destination decomposition once, then each source piece against its slice */
+    vseg_vec ld = {0};
+    if (decompose(c, r, dst->loc, dst, 0, dbytes(dst), &ld)) {
+        rs_vec_free(&ld);
+        return -1;
+    }
+    uint64_t at = 0;
+    int rc = 0;
+    for (size_t i = 0; i < src_pieces->n && !rc; i++) {
+        rc = check_delivery(c, r, &ld, 0, at, &src_pieces->v[i]);
+        at += src_pieces->v[i].len;
+    }
+    rs_vec_free(&ld);
+    return rc;
+}
+
+static int do_phase1(vctx *c, uint32_t r, uint32_t s)
+{
+    const rs_rank_prog *g = &c->P->ranks[r];
+    const rs_step *st = &g->steps[s];
+    for (uint32_t k = 0; k < st->nops; k++) {
+        uint32_t oi = st->op_begin + k;
+        const rs_op *o = &g->ops[oi];
+        c->cur_rank = r, c->cur_step = s, c->cur_op = oi;
+        if (o->code == RS_OP_PACK) {
+            const rs_desc *sd = &g->descs[o->src], *dd = &g->descs[o->dst];
+            uint64_t run = dd->count[dd->ndim - 1];
+            if (!run) continue;
+            uint64_t nrun = dbytes(dd) / run, idx[RS_DESC_MAX_DIMS] = {0};
+            for (uint64_t q = 0; q < nrun; q++) {
+                uint64_t off = dd->offset;
+                for (uint32_t i = 0; i + 1 < dd->ndim; i++) off += idx[i] * dd->stride[i];
+                prov p = {r, sd->loc, sd, q * run, run};
+                tassign(c, r, off, run, &p);
+                for (int i = (int)dd->ndim - 2; i >= 0; i--) {
+                    if (++idx[i] < dd->count[i]) break;
+                    idx[i] = 0;
+                }
+            }
+        } else if (o->code == RS_OP_COPY) {
+            const rs_desc *sd = &g->descs[o->src], *dd = &g->descs[o->dst];
+            c->pv.n = 0;
+            prov p = {r, sd->loc, sd, 0, dbytes(sd)};
+            rs_vec_push(&c->pv, p);
+            prov_vec one = c->pv;
+            memset(&c->pv, 0, sizeof c->pv);
+            int rc = unpack_like(c, r, dd, &one);
+            c->pv = one;
+            if (rc) return -1;
+        }
+    }
+    return 0;
+}
+
+static int do_phase3(vctx *c, uint32_t r, uint32_t s)
+{
+    const rs_rank_prog *g = &c->P->ranks[r];
+    const rs_step *st = &g->steps[s];
+    prov_vec all = {0};
+    int rc = 0;
+    for (uint32_t k = 0; k < st->nops && !rc; k++) {
+        uint32_t oi = st->op_begin + k;
+        const rs_op *o = &g->ops[oi];
+        if (o->code != RS_OP_UNPACK) continue;
+        c->cur_rank = r, c->cur_step = s, c->cur_op = oi;
+        const rs_desc *sd = &g->descs[o->src], *dd = &g->descs[o->dst];
+        /* the staging runs of the source, in stream order, and what they hold */
+        all.n = 0;
+        uint64_t run = sd->count[sd->ndim - 1];
+        if (!run) continue;
+        uint64_t nrun = dbytes(sd) / run, idx[RS_DESC_MAX_DIMS] = {0};
+        for (uint64_t q = 0; q < nrun && !rc; q++) {
+            uint64_t off = sd->offset;
+            for (uint32_t i = 0; i + 1 < sd->ndim; i++) off += idx[i] * sd->stride[i];
+            if (tquery(c, r, off, off + run, &c->pv)) {
+                char w[160];
+                rc = vfail(c, "%s: reads staging bytes %llu..%llu that hold no data", op_where(c, w, sizeof w),
+                           (unsigned long long)off, (unsigned long long)(off + run));
+                break;
+            }
+            for (size_t i = 0; i < c->pv.n; i++) rs_vec_push(&all, c->pv.v[i]);
+            for (int i = (int)sd->ndim - 2; i >= 0; i--) {
+                if (++idx[i] < sd->count[i]) break;
+                idx[i] = 0;
+            }
+        }
+        if (!rc) rc = unpack_like(c, r, dd, &all);
+    }
+    rs_vec_free(&all);
+    return rc;
+}
+
+/* a matched SEND (rank a, op so) and RECV (rank b, op ro): move the content */
+static int do_transfer(vctx *c, uint32_t a, uint32_t so, uint32_t b, uint32_t ro, uint32_t rstep)
+{
+    const rs_op *x = &c->P->ranks[a].ops[so], *y = &c->P->ranks[b].ops[ro];
+    prov_vec content = {0};
+    if (!x->bytes) return 0;
+    if (x->loc == RS_LOC_STAGING) {
+        if (tquery(c, a, x->off, x->off + x->bytes, &content)) {
+            rs_vec_free(&content);
+            return vfail(c, "rank %u sends staging bytes %llu..%llu to rank %u that hold no data", a,
+                         (unsigned long long)x->off, (unsigned long long)(x->off + x->bytes), b);
+        }
+    } else {
+        prov p = {a, x->loc, NULL, x->off, x->bytes};
+        rs_vec_push(&content, p);
+    }
+    int rc = 0;
+    if (y->loc == RS_LOC_STAGING) {
+        uint64_t at = y->off;
+        for (size_t i = 0; i < content.n; i++) {
+            tassign(c, b, at, content.v[i].len, &content.v[i]);
+            at += content.v[i].len;
+        }
+    } else {
+        rs_desc dd;
+        memset(&dd, 0, sizeof dd);
+        dd.loc = y->loc;
+        dd.ndim = 1;
+        dd.offset = y->off;
+        dd.count[0] = y->bytes;
+        dd.stride[0] = 1;
+        c->cur_rank = b, c->cur_step = rstep, c->cur_op = ro;
+        rc = unpack_like(c, b, &dd, &content);
+    }
+    rs_vec_free(&content);
+    return rc;
+}
+
+static int simulate(vctx *c, vglob *G)
+{
+    uint32_t ns = G->nsteps;
+    uint32_t *deps = rs_xcalloc(ns + 1, sizeof *deps);
+    uint32_t *pending = rs_xcalloc(ns + 1, sizeof *pending);
+    uint8_t *state = rs_xcalloc(ns + 1, 1);
+    uint32_t *next_lane = rs_xmalloc((ns + 1) * sizeof *next_lane);
+    /* waiters (CSR) */
+    uint32_t *wbeg = rs_xcalloc(ns + 2, sizeof *wbeg);
+    uint64_t nw = 0;
+    for (uint32_t r = 0; r < c->world; r++) nw += c->P->ranks[r].nwaits;
+    uint32_t *wl = rs_xmalloc((nw + 1) * sizeof *wl);
+    for (uint32_t r = 0; r < c->world; r++) {
+        const rs_rank_prog *g = &c->P->ranks[r];
+        uint32_t last[2] = {RS_NONE, RS_NONE};
+        for (uint32_t s = 0; s < g->nsteps; s++) {
+            uint32_t gs = G->step_base[r] + s;
+            next_lane[gs] = RS_NONE;
+            int lane = g->steps[s].lane;
+            if (last[lane] != RS_NONE) {
+                next_lane[last[lane]] = gs;
+                deps[gs]++;
+            }
+            last[lane] = gs;
+            for (uint32_t w = 0; w < g->steps[s].nwaits; w++) {
+                wbeg[G->step_base[r] + g->waits[g->steps[s].wait_begin + w] + 1]++;
+                deps[gs]++;
+            }
+        }
+    }
+    for (uint32_t i = 0; i < ns; i++) wbeg[i + 1] += wbeg[i];
+    uint32_t *fill = rs_xmalloc((ns + 1) * sizeof *fill);
+    memcpy(fill, wbeg, ns * sizeof *fill);
+    for (uint32_t r = 0; r < c->world; r++) {
+        const rs_rank_prog *g = &c->P->ranks[r];
+        for (uint32_t s = 0; s < g->nsteps; s++)
+            for (uint32_t w = 0; w < g->steps[s].nwaits; w++)
+                wl[fill[G->step_base[r] + g->waits[g->steps[s].wait_begin + w]]++] = G->step_base[r] + s;
+    }
+    free(fill);
+    uint32_t *queue = rs_xmalloc((ns + 1) * sizeof *queue);
+    uint32_t qh = 0, qt = 0;
+    for (uint32_t i = 0; i < ns; i++)
+        if (!deps[i]) queue[qt++] = i;
+    uint32_t done = 0;
+    int rc = 0;
+    rs_vec(uint32_t) completed = {0};
+    while (qh < qt && !rc) {
+        uint32_t gs = queue[qh++];
+        uint32_t r = G->rank_of[gs], s = gs - G->step_base[r];
+        const rs_rank_prog *g = &c->P->ranks[r];
+        state[gs] = 1;
+        rc = do_phase1(c, r, s);
+        completed.n = 0;
+        for (uint32_t k = 0; k < g->steps[s].nops && !rc; k++) {
+            uint32_t oi = g->steps[s].op_begin + k;
+            const rs_op *o = &g->ops[oi];
+            if (o->code != RS_OP_SEND && o->code != RS_OP_RECV) continue;
+            uint32_t po = G->partner[G->op_base[r] + oi];
+            uint32_t ps = G->op_step[po];
+            if (state[ps] == 0) {
+                pending[gs]++;
+                continue;
+            }
+            uint32_t pr = G->rank_of[ps];
+            if (o->code == RS_OP_SEND) rc = do_transfer(c, r, oi, pr, po - G->op_base[pr], ps - G->step_base[pr]);
+            else rc = do_transfer(c, pr, po - G->op_base[pr], r, oi, s);
+            if (--pending[ps] == 0) rs_vec_push(&completed, ps);
+        }
+        if (!rc && pending[gs] == 0) rs_vec_push(&completed, gs);
+        for (size_t i = 0; i < completed.n && !rc; i++) {
+            uint32_t x = completed.v[i];
+            uint32_t xr = G->rank_of[x];
+            rc = do_phase3(c, xr, x - G->step_base[xr]);
+            state[x] = 2;
+            done++;
+            if (next_lane[x] != RS_NONE && --deps[next_lane[x]] == 0) queue[qt++] = next_lane[x];
+            for (uint32_t w = wbeg[x]; w < wbeg[x + 1]; w++)
+                if (--deps[wl[w]] == 0) queue[qt++] = wl[w];
+        }
+    }
+    if (!rc && done < ns) {
+        /* report the first rank that is stuck */
+        for (uint32_t i = 0; i < ns; i++) {
+            if (state[i] == 2) continue;
+            uint32_t r = G->rank_of[i], s = i - G->step_base[r];
+            const rs_rank_prog *g = &c->P->ranks[r];
+            rc = vfail(c, "deadlock: %u of %u steps complete; rank %u, step %u (%s lane) %s", done, ns, r, s,
+                       g->steps[s].lane ? "NVL" : "NET",
+                       state[i] ? "waits for messages that never come" : "never starts");
+            break;
+        }
+    }
+    rs_vec_free(&completed);
+    free(deps);
+    free(pending);
+    free(state);
+    free(next_lane);
+    free(wbeg);
+    free(wl);
+    free(queue);
+    return rc;
+}
+
+/* ---- coverage: per rank and destination piece, the written tensor boxes tile the block ---- */
+
+typedef struct {
+    uint32_t vp;
+    int64_t lo[VND], hi[VND];
+} vbox;
+typedef rs_vec(vbox) vbox_vec;
+
+/* tensor desc (bytes, element aligned) of piece v -> boxes */
+static void td_boxes(vctx *c, const vpiece *v, const rs_desc *td, vbox_vec *out)
+{
+    const rs_tensor *t = &c->L->tensors[v->tensor];
+    uint32_t nd = t->ndim, es = v->es;
+    uint64_t T[VND + 1];
+    T[nd] = 1;
+    for (int d = (int)nd - 1; d >= 0; d--) T[d] = T[d + 1] * (uint64_t)t->shape[d];
+    /* element units: dims (count, stride) with the innermost run as a stride-1 dim */
+    uint64_t cnt[RS_DESC_MAX_DIMS], str[RS_DESC_MAX_DIMS];
+    uint32_t n = td->ndim;
+    for (uint32_t i = 0; i < n; i++) {
+        cnt[i] = td->count[i];
+        str[i] = td->stride[i] / es;
+    }
+    cnt[n - 1] /= es;
+    str[n - 1] = 1;
+    uint64_t g0 = td->offset / es;
+    /* try: every dim is a run along tensor dims (stride T[d+1] for a unique d, no wrap) */
+    int64_t start[VND];
+    uint64_t g = g0;
+    for (int d = (int)nd - 1; d >= 0; d--) {
+        start[d] = (int64_t)(g % (uint64_t)t->shape[d]);
+        g /= (uint64_t)t->shape[d];
+    }
+    vbox b;
+    memset(&b, 0, sizeof b);
+    b.vp = (uint32_t)(v - c->vp);
+    for (uint32_t d = 0; d < nd; d++) {
+        b.lo[d] = start[d];
+        b.hi[d] = start[d] + 1;
+    }
+    int ok = 1;
+    for (uint32_t i = 0; i < n && ok; i++) {
+        /* dim i: count cnt[i] with stride str[i]: split into tensor dims from the innermost one it hits */
+        uint64_t m = cnt[i];
+        if (m <= 1) continue;
+        int d = (int)nd - 1;
+        while (d >= 0 && T[d + 1] < str[i]) d--;
+        if (d < 0 || T[d + 1] != str[i]) {
+            ok = 0;
+            break;
+        }
+        while (m > 1) {
+            if (d < 0) {
+                ok = 0;
+                break;
+            }
+            int64_t room = t->shape[d] - b.lo[d];
+            if (b.hi[d] - b.lo[d] != 1) {
+                ok = 0;
+                break;
+            }
+            if ((int64_t)m <= room) {
+                b.hi[d] = b.lo[d] + (int64_t)m;
+                m = 1;
+            } else if (b.lo[d] == 0 && m % (uint64_t)t->shape[d] == 0) {
+                b.hi[d] = t->shape[d];
+                m /= (uint64_t)t->shape[d];
+                d--;
+            } else {
+                ok = 0;
+            }
+        }
+    }
+    if (ok) {
+        rs_vec_push(out, b);
+        return;
+    }
+    /* split: the outermost dim, or the run in two halves along a row */
+    if (n > 1) {
+        rs_desc sub = *td;
+        memmove(sub.count, sub.count + 1, (n - 1) * sizeof sub.count[0]);
+        memmove(sub.stride, sub.stride + 1, (n - 1) * sizeof sub.stride[0]);
+        sub.ndim = n - 1;
+        for (uint64_t i = 0; i < td->count[0]; i++) {
+            rs_desc s2 = sub;
+            s2.offset = td->offset + i * td->stride[0];
+            td_boxes(c, v, &s2, out);
+        }
+        return;
+    }
+    uint64_t elems = cnt[0];
+    if (elems <= 1) return; /* one element always maps: unreachable */
+    /* staircase: a head up to the next boundary it crosses, or whole units then a tail */
+    uint64_t first = 0, U = 1;
+    for (int d = (int)nd - 1; d >= 0 && !first; d--) {
+        uint64_t U2 = U * (uint64_t)t->shape[d];
+        if (g0 / U2 != (g0 + elems - 1) / U2) {
+            if (g0 % U2) first = U2 - g0 % U2;
+        } else if (g0 % U == 0 && elems % U && elems > U) {
+            first = elems - elems % U;
+        }
+        U = U2;
+    }
+    if (!first || first >= elems) first = elems / 2;
+    rs_desc a = *td, bb = *td;
+    a.count[0] = first * es;
+    bb.offset += first * es;
+    bb.count[0] = (elems - first) * es;
+    td_boxes(c, v, &a, out);
+    td_boxes(c, v, &bb, out);
+}
+
+static int vbox_cmp(const void *x, const void *y)
+{
+    const vbox *a = x, *b = y;
+    if (a->vp != b->vp) return a->vp < b->vp ? -1 : 1;
+    for (uint32_t d = 0; d < VND; d++)
+        if (a->lo[d] != b->lo[d]) return a->lo[d] < b->lo[d] ? -1 : 1;
+    return 0;
+}
+
+static int coverage(vctx *c)
+{
+    vbox_vec boxes = {0};
+    vseg_vec segs = {0};
+    int rc = 0;
+    uint8_t *seen = rs_xcalloc(c->nvp + 1, 1);
+    for (uint32_t r = 0; r < c->world && !rc; r++) {
+        const rs_rank_prog *g = &c->P->ranks[r];
+        boxes.n = 0;
+        for (uint32_t s = 0; s < g->nsteps && !rc; s++)
+            for (uint32_t k = 0; k < g->steps[s].nops && !rc; k++) {
+                uint32_t oi = g->steps[s].op_begin + k;
+                const rs_op *o = &g->ops[oi];
+                rs_desc dd;
+                if (o->code == RS_OP_UNPACK || o->code == RS_OP_COPY) {
+                    dd = g->descs[o->dst];
+                } else if (o->code == RS_OP_RECV && o->loc != RS_LOC_STAGING) {
+                    memset(&dd, 0, sizeof dd);
+                    dd.loc = o->loc;
+                    dd.ndim = 1;
+                    dd.offset = o->off;
+                    dd.count[0] = o->bytes;
+                    dd.stride[0] = 1;
+                } else {
+                    continue;
+                }
+                if (!dbytes(&dd)) continue;
+                c->cur_rank = r, c->cur_step = s, c->cur_op = oi;
+                rc = decompose(c, r, dd.loc, &dd, 0, dbytes(&dd), &segs);
+                for (size_t i = 0; i < segs.n && !rc; i++) td_boxes(c, &c->vp[segs.v[i].vp], &segs.v[i].td, &boxes);
+            }
+        if (rc) break;
+        if (boxes.n > 1) qsort(boxes.v, boxes.n, sizeof *boxes.v, vbox_cmp);
+        /* per piece: disjoint, and the volumes add up to the block */
+        for (size_t i = 0; i < boxes.n && !rc;) {
+            size_t j = i;
+            uint32_t vpi = boxes.v[i].vp;
+            const vpiece *v = &c->vp[vpi];
+            uint32_t nd = c->L->tensors[v->tensor].ndim;
+            uint64_t vol = 0;
+            while (j < boxes.n && boxes.v[j].vp == vpi) {
+                uint64_t e = 1;
+                for (uint32_t d = 0; d < nd; d++) e *= (uint64_t)(boxes.v[j].hi[d] - boxes.v[j].lo[d]);
+                vol += e;
+                j++;
+            }
+            seen[vpi] = 1;
+            /* disjointness: sweep along dim 0 with the boxes still open */
+            for (size_t a = i; a < j && !rc; a++)
+                for (size_t b = a + 1; b < j; b++) {
+                    const vbox *x = &boxes.v[a], *y = &boxes.v[b];
+                    if (nd && y->lo[0] >= x->hi[0]) break;
+                    int inter = 1;
+                    for (uint32_t d = 0; d < nd && inter; d++)
+                        if (x->hi[d] <= y->lo[d] || y->hi[d] <= x->lo[d]) inter = 0;
+                    if (inter) {
+                        char el[200];
+                        vseg sg;
+                        memset(&sg, 0, sizeof sg);
+                        sg.vp = vpi;
+                        uint64_t gidx = 0;
+                        const rs_tensor *t = &c->L->tensors[v->tensor];
+                        for (uint32_t d = 0; d < nd; d++) {
+                            int64_t q = x->lo[d] > y->lo[d] ? x->lo[d] : y->lo[d];
+                            gidx = gidx * (uint64_t)t->shape[d] + (uint64_t)q;
+                        }
+                        sg.td.offset = gidx * v->es;
+                        fmt_td(c, el, sizeof el, &sg);
+                        rc = vfail(c, "rank %u: %s is written more than once", r, el);
+                        break;
+                    }
+                }
+            if (!rc && vol != v->volume)
+                rc = vfail(c, "rank %u: tensor '%s' (piece %u): %llu of the block's %llu elements are written", r,
+                           c->L->tensors[v->tensor].name, v->piece, (unsigned long long)vol,
+                           (unsigned long long)v->volume);
+            i = j;
+        }
+    }
+    /* destination pieces never written at all */
+    for (uint32_t i = 0; i < c->nvp && !rc; i++) {
+        const vpiece *v = &c->vp[i];
+        if (seen[i] || c->L->pieces[v->piece].side != RS_DST) continue;
+        rc = vfail(c, "rank %u: tensor '%s' (piece %u): none of the block's %llu elements are written", v->rank,
+                   c->L->tensors[v->tensor].name, v->piece, (unsigned long long)v->volume);
+    }
+    free(seen);
+    rs_vec_free(&boxes);
+    rs_vec_free(&segs);
+    return rc;
+}
+
+int rs_plan_verify_all(const rs_plan *P, char *err, size_t errlen)
+{
+    vctx c;
+    memset(&c, 0, sizeof c);
+    vglob G;
+    memset(&G, 0, sizeof G);
+    c.P = P;
+    c.L = &P->layout;
+    c.err = err;
+    c.errlen = errlen;
+    c.world = P->layout.topo.world;
+    c.seed = 12345;
+    if (err && errlen) err[0] = 0;
+    if (!P->ranks) return vfail(&c, "no programs");
+    for (uint32_t r = 0; r < c.world; r++) {
+        if (!P->ranks[r].loaded) return vfail(&c, "rank %u's program was not loaded (whole-plan checks need every rank)", r);
+        if (rs_plan_verify_rank(P, r, err, errlen)) return -1;
+    }
+    int rc = check_alignment(&c);
+    if (!rc) {
+        G.step_base = rs_xcalloc(c.world + 1, sizeof *G.step_base);
+        G.op_base = rs_xcalloc(c.world + 1, sizeof *G.op_base);
+        for (uint32_t r = 0; r < c.world; r++) {
+            G.step_base[r + 1] = G.step_base[r] + P->ranks[r].nsteps;
+            G.op_base[r + 1] = G.op_base[r] + P->ranks[r].nops;
+        }
+        G.nsteps = G.step_base[c.world];
+        G.nops = G.op_base[c.world];
+        G.op_step = rs_xmalloc((G.nops + 1) * sizeof *G.op_step);
+        G.partner = rs_xmalloc((G.nops + 1) * sizeof *G.partner);
+        G.rank_of = rs_xmalloc((G.nsteps + 1) * sizeof *G.rank_of);
+        for (uint32_t r = 0; r < c.world; r++)
+            for (uint32_t s = G.step_base[r]; s < G.step_base[r + 1]; s++) G.rank_of[s] = r;
+        rc = match_ops(&c, &G);
+    }
+    if (!rc) rc = build_pieces(&c);
+    if (!rc) rc = check_races(&c);
+    if (!rc) {
+        c.root = rs_xcalloc(c.world, sizeof *c.root);
+        tnode z;
+        memset(&z, 0, sizeof z);
+        rs_vec_push(&c.nodes, z); /* node 0 is "none" */
+        rc = simulate(&c, &G);
+    }
+    if (!rc) rc = coverage(&c);
+    free_all(&c, &G);
+    return rc ? -1 : 0;
+}

@@ -1,0 +1,623 @@
+/* test_planner.c - planner tests: hand-built layouts with specific expectations (unit), random layouts
+ * compiled, verified and replayed on the reference executor (prop), random damage to valid plans that
+ * the whole-plan verifier must catch whenever the executor sees wrong results (mutate), and byte-identical
+ * output for the same input (determinism). Usage: test_planner unit | prop N SEED | mutate N SEED |
+ * determinism. A failing random case prints its seed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gen.h"
+#include "interp.h"
+#include "lb.h"
+#include "plan_dump.h"
+#include "planner.h"
+#include "util.h"
+
+static int failures;
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);                  \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+static int plan_it(rs_layout *L, uint64_t staging, rs_plan *P, rs_plan_stats *S)
+{
+    rs_plan_opts o;
+    rs_plan_opts_default(&o);
+    if (staging) o.staging_bytes = staging;
+    char err[600];
+    if (rs_planner_plan(L, &o, P, S, err, sizeof err, NULL)) {
+        fprintf(stderr, "plan failed: %s\n", err);
+        failures++;
+        return -1;
+    }
+    char msg[600];
+    for (int s = 0; s < 2; s++)
+        if (rs_interp_run(P, (uint64_t)s, msg, sizeof msg)) {
+            fprintf(stderr, "executor: %s\n", msg);
+            failures++;
+            return -1;
+        }
+    return 0;
+}
+
+static uint64_t count_ops(const rs_plan *P, int code, int lane, int zero_copy)
+{
+    uint64_t n = 0;
+    for (uint32_t r = 0; r < P->layout.topo.world; r++) {
+        const rs_rank_prog *g = &P->ranks[r];
+        for (uint32_t s = 0; s < g->nsteps; s++)
+            for (uint32_t k = 0; k < g->steps[s].nops; k++) {
+                const rs_op *o = &g->ops[g->steps[s].op_begin + k];
+                if (o->code != code || (lane >= 0 && g->steps[s].lane != lane)) continue;
+                if (zero_copy >= 0 && (o->loc != RS_LOC_STAGING) != zero_copy) continue;
+                n++;
+            }
+    }
+    return n;
+}
+
+static uint64_t lane_bytes(const rs_plan *P, int lane, uint32_t rank_or_all, int code)
+{
+    uint64_t n = 0;
+    for (uint32_t r = 0; r < P->layout.topo.world; r++) {
+        if (rank_or_all != RS_NONE && r != rank_or_all) continue;
+        const rs_rank_prog *g = &P->ranks[r];
+        for (uint32_t s = 0; s < g->nsteps; s++)
+            for (uint32_t k = 0; k < g->steps[s].nops; k++) {
+                const rs_op *o = &g->ops[g->steps[s].op_begin + k];
+                if (o->code == code && g->steps[s].lane == lane) n += o->bytes;
+            }
+    }
+    return n;
+}
+
+/* ---- unit cases ---- */
+
+/* rows on 4 ranks -> columns on 4 other ranks (two domains of 4) */
+static void unit_row_to_column(void)
+{
+    rs_layout L;
+    lb_init(&L, 8, 4, NULL);
+    int64_t four = 4, shape[2] = {64, 48};
+    uint32_t src = lb_mesh(&L, 1, &four, NULL, 0), dst = lb_mesh(&L, 1, &four, NULL, 4);
+    uint32_t t = lb_tensor(&L, "w", RS_DT_BF16, 2, shape);
+    rs_place p0 = lb_shard(0, 0, 0), p1 = lb_shard(0, 1, 0);
+    lb_piece(&L, t, RS_SRC, src, lb_buffer(&L, "w", RS_SRC, RS_DT_BF16, 0, NULL), 1, &p0, NULL, NULL);
+    lb_piece(&L, t, RS_DST, dst, lb_buffer(&L, "w", RS_DST, RS_DT_BF16, 0, NULL), 1, &p1, NULL, NULL);
+    lb_finish(&L);
+    rs_plan P;
+    rs_plan_stats S;
+    if (plan_it(&L, 0, &P, &S)) return;
+    /* every source sends one message to every destination, all over the network */
+    CHECK(count_ops(&P, RS_OP_SEND, RS_LANE_NET, -1) == 16);
+    CHECK(S.net_bytes == 64 * 48 * 2);
+    CHECK(S.fwd_bytes == 0 && S.local_bytes == 0 && S.nvl_bytes == 0);
+    /* each sender packs its 4 column blocks (interleaved in the source: no merge); each receiver gets 4
+     * row blocks that are contiguous in staging and in its buffer: one merged UNPACK */
+    CHECK(count_ops(&P, RS_OP_PACK, -1, -1) == 16);
+    CHECK(count_ops(&P, RS_OP_UNPACK, -1, -1) == 4);
+    rs_plan_stats_free(&S);
+    rs_plan_free(&P);
+}
+
+/* a tensor on domain 0 replicated on the 8 ranks of domain 1: crosses the network once, split 8 ways,
+ * then fanned out over NVLink */
+static void unit_replicated_one_domain(void)
+{
+    rs_layout L;
+    lb_init(&L, 16, 8, NULL);
+    int64_t two = 2, eight = 8, shape[2] = {256, 256};
+    uint32_t src = lb_mesh(&L, 1, &two, NULL, 0), dst = lb_mesh(&L, 1, &eight, NULL, 8);
+    uint32_t t = lb_tensor(&L, "emb", RS_DT_FP32, 2, shape);
+    rs_place p0 = lb_shard(0, 0, 0);
+    lb_piece(&L, t, RS_SRC, src, lb_buffer(&L, "emb", RS_SRC, RS_DT_FP32, 0, NULL), 1, &p0, NULL, NULL);
+    lb_piece(&L, t, RS_DST, dst, lb_buffer(&L, "emb", RS_DST, RS_DT_FP32, 0, NULL), 0, NULL, NULL, NULL);
+    lb_finish(&L);
+    rs_plan P;
+    rs_plan_stats S;
+    if (plan_it(&L, 0, &P, &S)) return;
+    uint64_t bytes = 256 * 256 * 4;
+    CHECK(S.domain_need[1] == bytes);
+    CHECK(S.domain_net_in[1] == bytes);                    /* no duplicate over the network */
+    CHECK(lane_bytes(&P, RS_LANE_NET, RS_NONE, RS_OP_RECV) == bytes);
+    CHECK(lane_bytes(&P, RS_LANE_NVL, RS_NONE, RS_OP_RECV) == 7 * bytes); /* each byte to the 7 others */
+    /* the split is balanced: every receiver gets 1/8 over the network */
+    for (uint32_t r = 8; r < 16; r++) CHECK(lane_bytes(&P, RS_LANE_NET, r, RS_OP_RECV) == bytes / 8);
+    /* both source ranks send half (balanced by bytes) */
+    CHECK(S.rank_net_out[0] == bytes / 2 && S.rank_net_out[1] == bytes / 2);
+    rs_plan_stats_free(&S);
+    rs_plan_free(&P);
+}
+
+/* replicated across domains: each domain needs its own copy over the network; sources balanced by bytes */
+static void unit_replicated_across_domains(void)
+{
+    rs_layout L;
+    lb_init(&L, 12, 4, NULL); /* 3 domains */
+    int64_t s4 = 4, d2[2] = {2, 4}, shape[1] = {1000};
+    uint32_t src = lb_mesh(&L, 1, &s4, NULL, 0);
+    uint32_t dst = lb_mesh(&L, 2, d2, NULL, 4); /* dp across domains 1 and 2, tp inside */
+    uint32_t t = lb_tensor(&L, "norm", RS_DT_FP32, 1, shape);
+    lb_piece(&L, t, RS_SRC, src, lb_buffer(&L, "norm", RS_SRC, RS_DT_FP32, 0, NULL), 0, NULL, NULL, NULL);
+    rs_place p = lb_shard(1, 0, 0);
+    lb_piece(&L, t, RS_DST, dst, lb_buffer(&L, "norm", RS_DST, RS_DT_FP32, 0, NULL), 1, &p, NULL, NULL);
+    lb_finish(&L);
+    rs_plan P;
+    rs_plan_stats S;
+    if (plan_it(&L, 0, &P, &S)) return;
+    CHECK(S.domain_net_in[1] == 4000 && S.domain_net_in[2] == 4000);
+    CHECK(S.fwd_bytes == 0);
+    /* 8 transfers of 500 bytes over 4 replicas: 2 each */
+    for (uint32_t r = 0; r < 4; r++) CHECK(S.rank_net_out[r] == 2000);
+    rs_plan_stats_free(&S);
+    rs_plan_free(&P);
+}
+
+/* pipeline stages: layer l lives on stage l / 2 (pinned); destination replicated TP-sharded */
+static void unit_pipeline_pins(void)
+{
+    rs_layout L;
+    lb_init(&L, 16, 4, NULL);
+    int64_t tr[2] = {4, 2}, inf[1] = {8}, shape[2] = {32, 16};
+    uint32_t src = lb_mesh(&L, 2, tr, NULL, 0), dst = lb_mesh(&L, 1, inf, NULL, 8);
+    for (int l = 0; l < 8; l++) {
+        char name[32];
+        snprintf(name, sizeof name, "layer%d", l);
+        uint32_t t = lb_tensor(&L, name, RS_DT_BF16, 2, shape);
+        rs_place sp[2] = {lb_pin(0, l / 2), lb_shard(1, 0, 0)};
+        lb_piece(&L, t, RS_SRC, src, lb_buffer(&L, name, RS_SRC, RS_DT_BF16, 0, NULL), 2, sp, NULL, NULL);
+        rs_place dp = lb_shard(0, 1, 0);
+        lb_piece(&L, t, RS_DST, dst, lb_buffer(&L, name, RS_DST, RS_DT_BF16, 0, NULL), 1, &dp, NULL, NULL);
+    }
+    lb_finish(&L);
+    rs_plan P;
+    rs_plan_stats S;
+    if (plan_it(&L, 0, &P, &S)) return;
+    /* only stage ranks send; every rank of a stage sends its half */
+    for (uint32_t r = 0; r < 8; r++) CHECK(S.rank_net_out[r] == 2 * 32 * 16 * 2 / 2);
+    rs_plan_stats_free(&S);
+    rs_plan_free(&P);
+}
+
+/* experts: 16 experts pinned to 4 EP ranks, stacked into one destination buffer per rank and TP-sharded
+ * over 8 ranks; the unpacks into the stacked buffer merge into few ops */
+static void unit_experts(void)
+{
+    rs_layout L;
+    lb_init(&L, 12, 4, NULL);
+    int64_t ep = 4, tp = 8, E = 16, shape[3] = {16, 32, 64};
+    uint32_t src = lb_mesh(&L, 1, &ep, NULL, 0), dst = lb_mesh(&L, 1, &tp, NULL, 4);
+    uint32_t t = lb_tensor(&L, "w13", RS_DT_BF16, 3, shape);
+    for (int e = 0; e < E; e++) {
+        char name[32];
+        snprintf(name, sizeof name, "fc1.%d", e % 4);
+        int64_t slice[6] = {e, 0, 0, e + 1, 32, 64};
+        rs_place p = lb_pin(0, e / 4);
+        lb_piece(&L, t, RS_SRC, src, lb_buffer(&L, name, RS_SRC, RS_DT_BF16, 0, NULL), 1, &p, slice, NULL);
+    }
+    rs_place dp = lb_shard(0, 1, 0);
+    lb_piece(&L, t, RS_DST, dst, lb_buffer(&L, "w13_weight", RS_DST, RS_DT_BF16, 0, NULL), 1, &dp, NULL, NULL);
+    lb_finish(&L);
+    rs_plan P;
+    rs_plan_stats S;
+    if (plan_it(&L, 0, &P, &S)) return;
+    CHECK(S.cells == 16 * 8);
+    /* receivers: 4 messages each; unpacks merged across experts (and senders) */
+    CHECK(count_ops(&P, RS_OP_RECV, -1, -1) == 8 * 4);
+    CHECK(count_ops(&P, RS_OP_UNPACK, -1, -1) <= 8 * 2);
+    /* senders: one pack per source buffer (merged across the 8 receivers) */
+    CHECK(count_ops(&P, RS_OP_PACK, -1, -1) <= 16);
+    rs_plan_stats_free(&S);
+    rs_plan_free(&P);
+}
+
+/* ragged chunks, nested shards, fixed blocks and slices on both sides */
+static void unit_ragged(void)
+{
+    rs_layout L;
+    lb_init(&L, 14, 7, NULL);
+    int64_t a[2] = {3, 2}, b[1] = {7}, shape[2] = {17, 11};
+    uint32_t src = lb_mesh(&L, 2, a, NULL, 0), dst = lb_mesh(&L, 1, b, NULL, 7);
+    uint32_t t = lb_tensor(&L, "v", RS_DT_FP32, 2, shape);
+    rs_place sp[2] = {lb_shard(0, 0, 0), lb_shard(1, 0, 0)}; /* nested: 3 then 2 on dim 0 */
+    lb_piece(&L, t, RS_SRC, src, lb_buffer(&L, "v", RS_SRC, RS_DT_FP32, 0, NULL), 2, sp, NULL, NULL);
+    rs_place dp = lb_shard(0, 1, 2); /* fixed block of 2 columns: 7 * 2 = 14 > 10 */
+    int64_t slice[4] = {1, 1, 17, 11};
+    lb_piece(&L, t, RS_DST, dst, lb_buffer(&L, "v", RS_DST, RS_DT_FP32, 0, NULL), 1, &dp, slice, NULL);
+    lb_finish(&L);
+    rs_plan P;
+    rs_plan_stats S;
+    if (plan_it(&L, 0, &P, &S)) return;
+    CHECK(S.net_bytes == 16 * 10 * 4);
+    rs_plan_stats_free(&S);
+    rs_plan_free(&P);
+}
+
+/* colocated: the same ranks hold source and destination; local copies, NVLink inside the domain */
+static void unit_colocated(void)
+{
+    rs_layout L;
+    lb_init(&L, 4, 4, NULL);
+    int64_t four = 4, shape[2] = {8, 8};
+    uint32_t m = lb_mesh(&L, 1, &four, NULL, 0);
+    uint32_t t = lb_tensor(&L, "w", RS_DT_FP32, 2, shape);
+    rs_place p0 = lb_shard(0, 0, 0), p1 = lb_shard(0, 1, 0);
+    lb_piece(&L, t, RS_SRC, m, lb_buffer(&L, "w", RS_SRC, RS_DT_FP32, 0, NULL), 1, &p0, NULL, NULL);
+    lb_piece(&L, t, RS_DST, m, lb_buffer(&L, "w", RS_DST, RS_DT_FP32, 0, NULL), 1, &p1, NULL, NULL);
+    lb_finish(&L);
+    rs_plan P;
+    rs_plan_stats S;
+    if (plan_it(&L, 0, &P, &S)) return;
+    CHECK(S.local_bytes == 4 * 2 * 2 * 4);
+    CHECK(S.nvl_bytes == 12 * 2 * 2 * 4);
+    CHECK(S.net_bytes == 0);
+    CHECK(count_ops(&P, RS_OP_COPY, -1, -1) == 4);
+    CHECK(count_ops(&P, RS_OP_SEND, RS_LANE_NET, -1) == 0);
+    rs_plan_stats_free(&S);
+    rs_plan_free(&P);
+}
+
+/* a block refilling a box of another shape, in a fused buffer with another tensor */
+static void unit_refill(void)
+{
+    rs_layout L;
+    lb_init(&L, 4, 2, NULL);
+    int64_t two = 2, sq[3] = {2, 6, 5}, sk[2] = {4, 5};
+    uint32_t src = lb_mesh(&L, 1, &two, NULL, 0), dst = lb_mesh(&L, 1, &two, NULL, 2);
+    uint32_t q = lb_tensor(&L, "q", RS_DT_BF16, 3, sq), k = lb_tensor(&L, "k", RS_DT_BF16, 2, sk);
+    rs_place p0 = lb_shard(0, 0, 0);
+    lb_piece(&L, q, RS_SRC, src, lb_buffer(&L, "q", RS_SRC, RS_DT_BF16, 0, NULL), 1, &p0, NULL, NULL);
+    lb_piece(&L, k, RS_SRC, src, lb_buffer(&L, "k", RS_SRC, RS_DT_BF16, 0, NULL), 1, &p0, NULL, NULL);
+    /* destination: q's [2, 3, 5] block on each rank fills rows 0..6 of a [8, 5] buffer; k's [2, 5] rows 6..8 */
+    int64_t fshape[2] = {8, 5};
+    uint32_t fb = lb_buffer(&L, "qk", RS_DST, RS_DT_BF16, 2, fshape);
+    rs_place d1 = lb_shard(0, 1, 0), d0 = lb_shard(0, 0, 0);
+    int64_t qbox[4] = {0, 0, 6, 5}, kbox[4] = {6, 0, 8, 5};
+    lb_piece(&L, q, RS_DST, dst, fb, 1, &d1, NULL, qbox);
+    lb_piece(&L, k, RS_DST, dst, fb, 1, &d0, NULL, kbox);
+    lb_finish(&L);
+    rs_plan P;
+    rs_plan_stats S;
+    if (plan_it(&L, 0, &P, &S)) return;
+    rs_plan_stats_free(&S);
+    rs_plan_free(&P);
+}
+
+/* a small staging budget: many rounds, every rank within the budget, fan-out overlapped with waits */
+static void unit_staging_budget(void)
+{
+    rs_layout L;
+    lb_init(&L, 8, 4, NULL);
+    int64_t four = 4, shape[2] = {512, 128};
+    uint32_t src = lb_mesh(&L, 1, &four, NULL, 0), dst = lb_mesh(&L, 1, &four, NULL, 4);
+    uint32_t t = lb_tensor(&L, "w", RS_DT_FP32, 2, shape);
+    rs_place p0 = lb_shard(0, 1, 0);
+    lb_piece(&L, t, RS_SRC, src, lb_buffer(&L, "w", RS_SRC, RS_DT_FP32, 0, NULL), 1, &p0, NULL, NULL);
+    lb_piece(&L, t, RS_DST, dst, lb_buffer(&L, "w", RS_DST, RS_DT_FP32, 0, NULL), 0, NULL, NULL, NULL);
+    lb_finish(&L);
+    rs_plan P;
+    rs_plan_stats S;
+    uint64_t budget = 64 << 10;
+    if (plan_it(&L, budget, &P, &S)) return;
+    CHECK(S.rounds > 4);
+    for (uint32_t r = 0; r < 8; r++) CHECK(P.ranks[r].staging_bytes <= budget);
+    /* the fan-out steps wait for their round's network step */
+    uint64_t waits = 0;
+    for (uint32_t r = 4; r < 8; r++) waits += P.ranks[r].nwaits;
+    CHECK(waits > 0);
+    CHECK(S.domain_net_in[1] == S.domain_need[1]);
+    rs_plan_stats_free(&S);
+    rs_plan_free(&P);
+}
+
+/* large contiguous fragments travel zero-copy */
+static void unit_zero_copy(void)
+{
+    rs_layout L;
+    lb_init(&L, 4, 2, NULL);
+    int64_t two = 2, shape[2] = {1024, 1024};
+    uint32_t src = lb_mesh(&L, 1, &two, NULL, 0), dst = lb_mesh(&L, 1, &two, NULL, 2);
+    uint32_t t = lb_tensor(&L, "big", RS_DT_BF16, 2, shape);
+    rs_place p0 = lb_shard(0, 0, 0);
+    lb_piece(&L, t, RS_SRC, src, lb_buffer(&L, "big", RS_SRC, RS_DT_BF16, 0, NULL), 1, &p0, NULL, NULL);
+    lb_piece(&L, t, RS_DST, dst, lb_buffer(&L, "big", RS_DST, RS_DT_BF16, 0, NULL), 1, &p0, NULL, NULL);
+    lb_finish(&L);
+    rs_plan P;
+    rs_plan_stats S;
+    if (plan_it(&L, 0, &P, &S)) return;
+    CHECK(count_ops(&P, RS_OP_SEND, -1, 1) == count_ops(&P, RS_OP_SEND, -1, -1));
+    CHECK(count_ops(&P, RS_OP_RECV, -1, 1) == count_ops(&P, RS_OP_RECV, -1, -1));
+    CHECK(count_ops(&P, RS_OP_PACK, -1, -1) == 0 && count_ops(&P, RS_OP_UNPACK, -1, -1) == 0);
+    for (uint32_t r = 0; r < 4; r++) CHECK(P.ranks[r].staging_bytes == 0);
+    rs_plan_stats_free(&S);
+    rs_plan_free(&P);
+}
+
+/* a destination element no source holds is an error about that piece */
+static void unit_uncovered(void)
+{
+    rs_layout L;
+    lb_init(&L, 4, 2, NULL);
+    int64_t two = 2, shape[1] = {10};
+    uint32_t src = lb_mesh(&L, 1, &two, NULL, 0), dst = lb_mesh(&L, 1, &two, NULL, 2);
+    uint32_t t = lb_tensor(&L, "x", RS_DT_FP32, 1, shape);
+    rs_place p0 = lb_shard(0, 0, 3); /* 2 x 3 = 6 of 10 */
+    lb_piece(&L, t, RS_SRC, src, lb_buffer(&L, "x", RS_SRC, RS_DT_FP32, 0, NULL), 1, &p0, NULL, NULL);
+    lb_piece(&L, t, RS_DST, dst, lb_buffer(&L, "x", RS_DST, RS_DT_FP32, 0, NULL), 0, NULL, NULL, NULL);
+    lb_finish(&L);
+    rs_plan_opts o;
+    rs_plan_opts_default(&o);
+    rs_plan P;
+    char err[400];
+    uint32_t piece;
+    CHECK(rs_planner_plan(&L, &o, &P, NULL, err, sizeof err, &piece) == -1);
+    CHECK(piece == 1);
+    CHECK(strstr(err, "tensor 'x'") && strstr(err, "[6:10]"));
+    CHECK(L.ntensors == 1); /* the layout is left to the caller */
+    rs_layout_free(&L);
+}
+
+static int run_unit(void)
+{
+    unit_row_to_column();
+    unit_replicated_one_domain();
+    unit_replicated_across_domains();
+    unit_pipeline_pins();
+    unit_experts();
+    unit_ragged();
+    unit_colocated();
+    unit_refill();
+    unit_staging_budget();
+    unit_zero_copy();
+    unit_uncovered();
+    return failures;
+}
+
+/* ---- random layouts ---- */
+
+static void rand_opts(uint64_t seed, rs_plan_opts *o)
+{
+    rs_plan_opts_default(o);
+    static const uint64_t st[] = {256, 1024, 4096, 1 << 16, 256 << 20};
+    o->staging_bytes = st[seed % 5];
+    o->zero_copy_min = (seed / 5) % 2 ? 64 : 1 << 20;
+    o->fanout_split_min = (seed / 10) % 2 ? 16 : 64 << 10;
+}
+
+static int run_prop(uint64_t n, uint64_t seed0)
+{
+    for (uint64_t seed = seed0; seed < seed0 + n; seed++) {
+        rs_layout L;
+        gen_layout(&L, seed, NULL);
+        rs_plan_opts o;
+        rand_opts(seed, &o);
+        rs_plan P;
+        char err[600];
+        if (rs_planner_plan(&L, &o, &P, NULL, err, sizeof err, NULL)) {
+            fprintf(stderr, "seed %llu: %s\n", (unsigned long long)seed, err);
+            rs_layout_free(&L);
+            failures++;
+            continue;
+        }
+        /* the reference executor on every fourth case (verification ran inside the planner) */
+        if (seed % 4 == 0 && rs_interp_run(&P, seed, err, sizeof err)) {
+            fprintf(stderr, "seed %llu: executor: %s\n", (unsigned long long)seed, err);
+            failures++;
+        }
+        rs_plan_free(&P);
+    }
+    printf("prop: %llu random layouts from seed %llu, %d failures\n", (unsigned long long)n,
+           (unsigned long long)seed0, failures);
+    return failures;
+}
+
+/* ---- the verifier bites ---- */
+
+static uint64_t rnd_state;
+static uint64_t rnd(void)
+{
+    rnd_state ^= rnd_state << 13;
+    rnd_state ^= rnd_state >> 7;
+    rnd_state ^= rnd_state << 17;
+    return rnd_state;
+}
+
+/* Damage one thing in the plan; returns a short name of what, or NULL when nothing applies. */
+static const char *mutate(rs_plan *P)
+{
+    uint32_t world = P->layout.topo.world;
+    for (int tries = 0; tries < 50; tries++) {
+        uint32_t r = (uint32_t)(rnd() % world);
+        rs_rank_prog *g = &P->ranks[r];
+        if (!g->nops) continue;
+        rs_op *o = &g->ops[rnd() % g->nops];
+        uint32_t kind = (uint32_t)(rnd() % 8);
+        switch (kind) {
+        case 0: /* shift a buffer or staging region */
+            if (o->code == RS_OP_PACK || o->code == RS_OP_UNPACK || o->code == RS_OP_COPY) {
+                rs_desc *d = &g->descs[rnd() % 2 ? o->src : o->dst];
+                uint64_t step = d->count[d->ndim - 1] < 8 ? d->count[d->ndim - 1] : 8;
+                if (d->offset >= step && rnd() % 2) d->offset -= step;
+                else d->offset += step;
+                return "region shifted";
+            }
+            break;
+        case 1: /* send/recv offset */
+            if (o->code == RS_OP_SEND || o->code == RS_OP_RECV) {
+                if (o->off >= 8 && rnd() % 2) o->off -= 8;
+                else o->off += 8;
+                return "message offset";
+            }
+            break;
+        case 2: /* drop a copy */
+            if (o->code == RS_OP_UNPACK || o->code == RS_OP_COPY || o->code == RS_OP_PACK) {
+                g->descs[o->src].count[0] = 0;
+                g->descs[o->dst].count[0] = 0;
+                o->bytes = 0;
+                return "op emptied";
+            }
+            break;
+        case 3: /* a wait removed (pointed at the first step of the other lane) */
+            for (uint32_t s = 0; s < g->nsteps; s++)
+                if (g->steps[s].nwaits) {
+                    uint32_t *w = &g->waits[g->steps[s].wait_begin];
+                    for (uint32_t t = 0; t < *w; t++)
+                        if (g->steps[t].lane != g->steps[s].lane) {
+                            if (t == *w) break;
+                            *w = t;
+                            return "wait weakened";
+                        }
+                }
+            break;
+        case 4: /* swap the destinations of two unpacks of a step */
+            for (uint32_t s = 0; s < g->nsteps; s++) {
+                const rs_step *st = &g->steps[s];
+                int a = -1, b = -1;
+                for (uint32_t k = 0; k < st->nops; k++) {
+                    const rs_op *x = &g->ops[st->op_begin + k];
+                    if (x->code != RS_OP_UNPACK) continue;
+                    if (a < 0) a = (int)(st->op_begin + k);
+                    else if (g->ops[a].bytes == x->bytes) {
+                        b = (int)(st->op_begin + k);
+                        break;
+                    }
+                }
+                if (b >= 0) {
+                    rs_desc tmp = g->descs[g->ops[a].dst];
+                    g->descs[g->ops[a].dst] = g->descs[g->ops[b].dst];
+                    g->descs[g->ops[b].dst] = tmp;
+                    if (memcmp(&tmp, &g->descs[g->ops[a].dst], sizeof tmp)) return "unpack destinations swapped";
+                }
+            }
+            break;
+        case 5: /* a message to another peer of the same lane's allowed set */
+            if (o->code == RS_OP_SEND) {
+                uint32_t p = (uint32_t)(rnd() % world);
+                if (p != r && p != o->peer) {
+                    o->peer = p;
+                    return "send peer changed";
+                }
+            }
+            break;
+        case 6: /* a staging byte count */
+            if ((o->code == RS_OP_SEND || o->code == RS_OP_RECV) && o->bytes > 1) {
+                o->bytes -= 1;
+                return "message size";
+            }
+            break;
+        case 7: /* move a step's staging: every staging region of one op into another half */
+            if (o->code == RS_OP_RECV && o->loc == RS_LOC_STAGING && g->staging_bytes > 2 * o->bytes) {
+                o->off = (o->off + g->staging_bytes / 2) % (g->staging_bytes - o->bytes);
+                return "receive moved";
+            }
+            break;
+        }
+    }
+    return NULL;
+}
+
+static int run_mutate(uint64_t n, uint64_t seed0)
+{
+    uint64_t caught = 0, both_ok = 0, strict = 0, tried = 0;
+    for (uint64_t seed = seed0; seed < seed0 + n; seed++) {
+        rs_layout L;
+        gen_layout(&L, seed, NULL);
+        rs_plan_opts o;
+        rand_opts(seed, &o);
+        rs_plan P;
+        char err[600];
+        if (rs_planner_plan(&L, &o, &P, NULL, err, sizeof err, NULL)) {
+            fprintf(stderr, "seed %llu: %s\n", (unsigned long long)seed, err);
+            rs_layout_free(&L);
+            failures++;
+            continue;
+        }
+        uint8_t *img;
+        size_t len;
+        if (rs_plan_encode(&P, &img, &len, err, sizeof err)) {
+            fprintf(stderr, "seed %llu: encode: %s\n", (unsigned long long)seed, err);
+            failures++;
+            rs_plan_free(&P);
+            continue;
+        }
+        rnd_state = seed * 0x9e3779b97f4a7c15ull + 1;
+        for (int m = 0; m < 4; m++) {
+            rs_plan Q;
+            if (rs_plan_decode(img, len, -1, &Q, err, sizeof err)) {
+                failures++;
+                break;
+            }
+            const char *what = mutate(&Q);
+            if (!what) {
+                rs_plan_free(&Q);
+                continue;
+            }
+            tried++;
+            char msg[600];
+            int bad_exec = rs_interp_run(&Q, 1, msg, sizeof msg) || rs_interp_run(&Q, 2, msg, sizeof msg);
+            int bad_ver = rs_plan_verify_all(&Q, err, sizeof err) != 0;
+            if (bad_exec && !bad_ver) {
+                fprintf(stderr, "seed %llu: mutation '%s' breaks the plan (%s) but the verifier accepts it\n",
+                        (unsigned long long)seed, what, msg);
+                failures++;
+            } else if (bad_ver && bad_exec) {
+                caught++;
+            } else if (bad_ver) {
+                strict++; /* rejected although this executor run was fine (e.g. a race it did not hit) */
+                if (getenv("RS_MUTATE_VERBOSE")) fprintf(stderr, "seed %llu: %s: verifier only: %s\n", (unsigned long long)seed, what, err);
+            } else {
+                both_ok++; /* harmless damage (e.g. an offset into padding that nothing reads) */
+            }
+            rs_plan_free(&Q);
+        }
+        free(img);
+        rs_plan_free(&P);
+    }
+    printf("mutate: %llu damaged plans: %llu caught, %llu rejected by the verifier only, %llu harmless, %d missed\n",
+           (unsigned long long)tried, (unsigned long long)caught, (unsigned long long)strict,
+           (unsigned long long)both_ok, failures);
+    return failures;
+}
+
+/* ---- determinism: the same layout twice gives the same bytes ---- */
+
+static int run_determinism(void)
+{
+    for (uint64_t seed = 0; seed < 50; seed++) {
+        uint8_t *img[2];
+        size_t len[2];
+        for (int k = 0; k < 2; k++) {
+            rs_layout L;
+            gen_layout(&L, seed, NULL);
+            rs_plan_opts o;
+            rand_opts(seed, &o);
+            rs_plan P;
+            char err[600];
+            if (rs_planner_plan(&L, &o, &P, NULL, err, sizeof err, NULL) ||
+                rs_plan_encode(&P, &img[k], &len[k], err, sizeof err)) {
+                fprintf(stderr, "seed %llu: %s\n", (unsigned long long)seed, err);
+                return 1;
+            }
+            rs_plan_free(&P);
+        }
+        CHECK(len[0] == len[1] && !memcmp(img[0], img[1], len[0]));
+        free(img[0]);
+        free(img[1]);
+    }
+    return failures;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && !strcmp(argv[1], "unit")) return run_unit() != 0;
+    if (argc >= 2 && !strcmp(argv[1], "determinism")) return run_determinism() != 0;
+    if (argc >= 4 && !strcmp(argv[1], "prop")) return run_prop(strtoull(argv[2], 0, 0), strtoull(argv[3], 0, 0)) != 0;
+    if (argc >= 4 && !strcmp(argv[1], "mutate"))
+        return run_mutate(strtoull(argv[2], 0, 0), strtoull(argv[3], 0, 0)) != 0;
+    fprintf(stderr, "usage: test_planner unit | determinism | prop N SEED | mutate N SEED\n");
+    return 2;
+}

@@ -48,7 +48,7 @@ file(GLOB RS_RT_LAYOUTS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/golden/*.l
      ${PROJECT_SOURCE_DIR}/examples/*.layout)
 list(SORT RS_RT_LAYOUTS)
 foreach(layout ${RS_RT_LAYOUTS})
-  get_filename_component(stem ${layout} NAME_WE)
+  get_filename_component(stem ${layout} NAME_WLE)
   get_filename_component(dir ${layout} DIRECTORY)
   get_filename_component(dirname ${dir} NAME)
   file(STRINGS ${layout} args_line REGEX "^# *replay-args:" LIMIT_COUNT 1)

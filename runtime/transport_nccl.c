@@ -95,6 +95,24 @@ static rsResult_t nc_copies(rs_exec *x, int lane, uint32_t step, int phase)
     return rs_gpu_copies(&st(x)->g, x, lane, step, phase);
 }
 
+/* A non-blocking communicator (the caller's, made with config.blocking = 0) returns ncclInProgress from
+ * ncclGroupEnd: NCCL wants its state polled to ncclSuccess before the next call on it. */
+static rsResult_t nonblocking_wait(rs_exec *x, ncclComm_t comm)
+{
+    double t0 = rs_now();
+    for (;;) {
+        ncclResult_t st = ncclSuccess;
+        ncclResult_t e = ncclCommGetAsyncError(comm, &st);
+        if (e != ncclSuccess) return nccl_check(e, comm, (int)x->rank, "ncclCommGetAsyncError");
+        if (st == ncclSuccess) return rsSuccess;
+        if (st != ncclInProgress) return nccl_check(st, comm, (int)x->rank, "ncclGroupEnd (non-blocking)");
+        if (atomic_load(&x->abort_flag)) return rs_rt_err(rsAborted, "rank %u: aborted", x->rank);
+        if (x->cfg.timeoutMs > 0 && rs_now() - t0 > x->cfg.timeoutMs / 1000.0)
+            return rs_rt_err(rsTimeout, "rank %u: a non-blocking ncclGroupEnd did not complete within %d ms", x->rank,
+                             x->cfg.timeoutMs);
+    }
+}
+
 static rsResult_t nc_group(rs_exec *x, int lane, uint32_t step)
 {
     nc_state *c = st(x);
@@ -109,7 +127,9 @@ static rsResult_t nc_group(rs_exec *x, int lane, uint32_t step)
         if (p->send) r = nccl_check(ncclSend(p->ptr, p->bytes, ncclUint8, peer, comm, s), comm, (int)x->rank, "ncclSend");
         else r = nccl_check(ncclRecv(p->ptr, p->bytes, ncclUint8, peer, comm, s), comm, (int)x->rank, "ncclRecv");
     }
-    rsResult_t r2 = nccl_check(ncclGroupEnd(), comm, (int)x->rank, "ncclGroupEnd");
+    ncclResult_t e = ncclGroupEnd();
+    rsResult_t r2 = nccl_check(e, comm, (int)x->rank, "ncclGroupEnd");
+    if (r == rsSuccess && r2 == rsSuccess && e == ncclInProgress) r2 = nonblocking_wait(x, comm);
     return r != rsSuccess ? r : r2;
 }
 

@@ -377,6 +377,9 @@ rsResult_t rs_nccl_exec_create(struct rsPlan *plan, void *comm_in, const void *i
                            crank, "ncclCommSplit (NVLink domain)");
         if (r == rsSuccess) {
             c->own[RS_LANE_NVL] = 1;
+            r = nonblocking_wait(x, c->comm[RS_LANE_NVL]); /* a non-blocking parent makes a non-blocking child */
+        }
+        if (r == rsSuccess) {
             int m = 0;
             r = nccl_check(ncclCommCount(c->comm[RS_LANE_NVL], &m), c->comm[RS_LANE_NVL], crank, "ncclCommCount");
             if (r == rsSuccess && m != k)

@@ -1,0 +1,200 @@
+/* cmd_compile.c - `reshardc LAYOUT -o PLAN [-D NAME=VALUE]... [--staging BYTES] [--no-verify] [--quiet]`:
+ * the pass pipeline: front end (parse, elaborate, check) -> planner (regions, fan-out, sources, steps)
+ * -> whole-plan verification -> plan.bin, written atomically. Exit 0 ok, 1 invalid layout (or a plan that
+ * fails verification: a planner bug), 2 bad command line. A failed compile never writes the output. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cmd.h"
+#include "ir.h"
+#include "plan.h"
+#include "planner.h"
+#include "util.h"
+
+static const char compile_usage[] =
+    "usage: reshardc LAYOUT -o PLAN [-D NAME=VALUE]... [--staging BYTES] [--no-verify] [--quiet]\n";
+
+static int bad_usage(const char *fmt, const char *arg)
+{
+    fputs("reshardc: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputc('\n', stderr);
+    fputs(compile_usage, stderr);
+    return 2;
+}
+
+/* BYTES: a decimal integer, optionally with a binary suffix K, M, G (or KiB, MiB, GiB). */
+static int parse_bytes(const char *s, uint64_t *out)
+{
+    if (!s || !*s) return -1;
+    uint64_t v = 0;
+    const char *p = s;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (v > (UINT64_MAX - 9) / 10) return -1;
+        v = v * 10 + (uint64_t)(*p - '0');
+    }
+    if (p == s) return -1;
+    unsigned shift = 0;
+    if (*p == 'k' || *p == 'K') shift = 10, p++;
+    else if (*p == 'm' || *p == 'M') shift = 20, p++;
+    else if (*p == 'g' || *p == 'G') shift = 30, p++;
+    if (shift && (!strcmp(p, "iB") || !strcmp(p, "ib") || !strcmp(p, "B") || !strcmp(p, "b"))) p += strlen(p);
+    if (*p) return -1;
+    if (shift && v > (UINT64_MAX >> shift)) return -1;
+    *out = v << shift;
+    return 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int rs_cmd_compile(int argc, char **argv)
+{
+    rs_front_opts fo;
+    rs_front_opts_default(&fo);
+    rs_plan_opts po;
+    rs_plan_opts_default(&po);
+    rs_define *defs = rs_xcalloc((size_t)argc + 1, sizeof *defs);
+    uint32_t ndefs = 0;
+    const char *path = NULL, *out = NULL;
+    int quiet = 0, rc = 2;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(compile_usage, stdout);
+            fputs("Compiles a layout into a verified per-rank transfer plan. --staging: staging bytes per rank\n"
+                  "(default 256M; suffixes K, M, G). --no-verify skips the whole-plan check (not recommended).\n"
+                  "Exit status: 0 success, 1 invalid layout, 2 bad command line.\n",
+                  stdout);
+            rc = 0;
+            goto done;
+        }
+        if (!strncmp(a, "-D", 2)) {
+            const char *d = a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!d) {
+                rc = bad_usage("-D needs NAME=VALUE%s", "");
+                goto done;
+            }
+            char err[256];
+            if (rs_parse_define(d, &defs[ndefs], err, sizeof err) != 0) {
+                rc = bad_usage("%s", err);
+                goto done;
+            }
+            ndefs++;
+            continue;
+        }
+        if (!strncmp(a, "-o", 2) || !strcmp(a, "--output") || !strncmp(a, "--output=", 9)) {
+            const char *v;
+            if (!strcmp(a, "-o") || !strcmp(a, "--output")) v = i + 1 < argc ? argv[++i] : NULL;
+            else if (a[1] == 'o') v = a + 2;
+            else v = a + 9;
+            if (!v || !*v) {
+                rc = bad_usage("-o needs a file name%s", "");
+                goto done;
+            }
+            if (out) {
+                rc = bad_usage("-o given twice%s", "");
+                goto done;
+            }
+            out = v;
+            continue;
+        }
+        if (!strcmp(a, "--staging") || !strncmp(a, "--staging=", 10)) {
+            const char *v = a[9] == '=' ? a + 10 : (i + 1 < argc ? argv[++i] : NULL);
+            uint64_t b;
+            if (parse_bytes(v, &b) || b < 256) {
+                rc = bad_usage("--staging needs a byte count of at least 256 (e.g. 268435456 or 256M), not '%s'",
+                               v ? v : "");
+                goto done;
+            }
+            po.staging_bytes = b;
+            continue;
+        }
+        if (!strcmp(a, "--no-verify")) {
+            po.verify = 0;
+            continue;
+        }
+        if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
+            quiet = 1;
+            continue;
+        }
+        if (a[0] == '-' && a[1]) {
+            rc = bad_usage("unknown option '%s'", a);
+            goto done;
+        }
+        if (path) {
+            rc = bad_usage("one layout at a time (got '%s' too)", a);
+            goto done;
+        }
+        path = a;
+    }
+    if (!path) {
+        rc = bad_usage("no layout given%s", "");
+        goto done;
+    }
+    if (!out) {
+        rc = bad_usage("no output given (-o PLAN)%s", "");
+        goto done;
+    }
+
+    fo.defines = defs;
+    fo.ndefines = ndefs;
+    double t0 = now_s();
+    rs_ir ir;
+    int nerr = rs_front_load(path, &fo, &ir, stderr);
+    if (nerr) {
+        rc = ir.define_errors ? 2 : 1;
+        rs_ir_free(&ir);
+        goto done;
+    }
+    double t1 = now_s();
+    /* the source fingerprint: layout text, -D values and compiler version (front end), plus the options */
+    struct {
+        uint64_t front, staging, zero_copy, split;
+    } fp = {ir.source_fp, po.staging_bytes, po.zero_copy_min, po.fanout_split_min};
+    rs_plan P;
+    rs_plan_stats S;
+    if (rs_planner_run(&ir, &po, &P, &S, stderr)) {
+        rs_ir_free(&ir);
+        rc = 1;
+        goto done;
+    }
+    rs_ir_free(&ir);
+    double t2 = now_s();
+    P.source_fp = rs_hash64(&fp, sizeof fp, 0x7265736861726463ull);
+    char err[600];
+    if (rs_plan_write_file(&P, out, err, sizeof err)) {
+        fprintf(stderr, "reshardc: %s: %s\n", out, err);
+        rs_plan_free(&P);
+        rs_plan_stats_free(&S);
+        rc = 1;
+        goto done;
+    }
+    double t3 = now_s();
+    if (!quiet) {
+        unsigned long long steps = 0, ops = 0, maxst = 0;
+        for (uint32_t r = 0; r < P.layout.topo.world; r++) {
+            steps += P.ranks[r].nsteps;
+            ops += P.ranks[r].nops;
+            if (P.ranks[r].staging_bytes > maxst) maxst = P.ranks[r].staging_bytes;
+        }
+        printf("%s: %u ranks, %u rounds, %llu steps, %llu ops, staging up to %llu bytes per rank; network %llu bytes, "
+               "NVLink %llu direct + %llu forwarded, local %llu; %s (front end %.2f s, planner %.2f s, write %.2f s)\n",
+               out, P.layout.topo.world, S.rounds, steps, ops, maxst, (unsigned long long)S.net_bytes,
+               (unsigned long long)S.nvl_bytes, (unsigned long long)S.fwd_bytes, (unsigned long long)S.local_bytes,
+               po.verify ? "verified" : "NOT verified", t1 - t0, t2 - t1, t3 - t2);
+    }
+    rs_plan_free(&P);
+    rs_plan_stats_free(&S);
+    rc = 0;
+done:
+    for (uint32_t i = 0; i < ndefs; i++) free((void *)defs[i].name);
+    free(defs);
+    return rc;
+}

@@ -278,6 +278,8 @@ static int t_bind_errors(void)
     EXPECT(rsExecQuery(c[0].exec), rsInProgress);
     EXPECT(rsExecUnbind(c[0].exec, "w.src"), rsInvalidUsage);
     HAS(rsGetLastError(), "in progress");
+    EXPECT(rsExecBind(c[0].exec, "w.src", big, sizeof a), rsInvalidUsage); /* re-binding during a run */
+    HAS(rsGetLastError(), "while a run is in progress");
     EXPECT(rsExecRun(c[0].exec), rsInvalidUsage);
     OK(rsExecRun(c[1].exec));
     OK(rsExecSynchronize(c[0].exec));

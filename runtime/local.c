@@ -52,6 +52,7 @@ struct rsGroup {
     struct gslot *slots;
     uint32_t narrived, nlive;
     int agreed;
+    uint64_t *finished; /* per rank: runs whose lanes all completed without error */
     atomic_int failed;
     rsResult_t fail_code;
     uint32_t fail_rank;
@@ -86,7 +87,8 @@ static struct timespec deadline(int ms)
 rsResult_t rs_local_group_new(rsTransport_t kind, uint32_t n, int timeout_ms, struct rsGroup **out)
 {
     struct rsGroup *g = calloc(1, sizeof *g);
-    if (!g || !(g->slots = calloc(n, sizeof *g->slots))) {
+    if (!g || !(g->slots = calloc(n, sizeof *g->slots)) || !(g->finished = calloc(n, sizeof *g->finished))) {
+        if (g) free(g->slots);
         free(g);
         return rs_rt_err(rsSystemError, "out of memory creating a group of %u ranks", n);
     }
@@ -127,6 +129,7 @@ rsResult_t rsGroupDestroy(rsGroup_t g)
     if (live) return rs_rt_err(rsInvalidUsage, "rsGroupDestroy: %u executors still use the group", live);
     for (uint32_t i = 0; i < g->n; i++) local_free(g->slots[i].loc);
     free(g->slots);
+    free(g->finished);
     pthread_mutex_destroy(&g->mu);
     pthread_cond_destroy(&g->cv);
     free(g);
@@ -297,6 +300,20 @@ static void record_error(rs_exec *x, rsResult_t r)
     if (!atomic_load(&L->g->failed)) group_fail(L->g, x->rank, r, rs_rt_err_msg());
 }
 
+/* The rank's lanes all ended this run: count it for the group when it went well (see rs_local_sync). */
+static void run_finished(rs_exec *x)
+{
+    rs_local *L = x->tp;
+    pthread_mutex_lock(&x->mu);
+    int ok = x->run_res == rsSuccess;
+    pthread_mutex_unlock(&x->mu);
+    if (!ok) return;
+    pthread_mutex_lock(&L->g->mu);
+    L->g->finished[x->rank]++;
+    pthread_cond_broadcast(&L->g->cv);
+    pthread_mutex_unlock(&L->g->mu);
+}
+
 static void *lane_main(void *arg)
 {
     lane_arg a = *(lane_arg *)arg;
@@ -319,9 +336,11 @@ static void *lane_main(void *arg)
         if (r == rsSuccess && L->ops->lane_end) r = L->ops->lane_end(x, a.lane);
         if (r != rsSuccess) record_error(x, r);
         pthread_mutex_lock(&L->mu);
-        if (--L->lanes_left == 0) x->last_run_seconds = rs_now() - L->t0;
+        int last = --L->lanes_left == 0;
+        if (last) x->last_run_seconds = rs_now() - L->t0;
         pthread_cond_broadcast(&L->cv);
         pthread_mutex_unlock(&L->mu);
+        if (last) run_finished(x);
     }
     return NULL;
 }
@@ -522,8 +541,10 @@ rsResult_t rs_local_run(rs_exec *x)
     L->t0 = rs_now();
     if (!L->lanes_left) x->last_run_seconds = 0;
     L->gen++;
+    int idle = !L->lanes_left;
     pthread_cond_broadcast(&L->cv);
     pthread_mutex_unlock(&L->mu);
+    if (idle) run_finished(x);
     return rsSuccess;
 }
 
@@ -548,6 +569,50 @@ rsResult_t rs_local_sync(rs_exec *x, int wait)
         if (r != rsSuccess) record_error(x, r);
     }
     if (r != rsSuccess) return rs_rt_err(x->run_res, "%s", x->run_err);
+    /* A run succeeds only when every rank of the group finished it: a rank whose part is done still reports the
+     * failure of any other rank, so no destination is reported updated by a refit that failed somewhere. */
+    struct rsGroup *g = L->g;
+    uint64_t want = L->gen;
+    struct timespec dl = deadline(x->cfg.timeoutMs);
+    pthread_mutex_lock(&g->mu);
+    int failed = 0;
+    for (;;) {
+        uint32_t behind = 0;
+        for (uint32_t i = 0; i < g->n; i++) behind += g->finished[i] < want;
+        if (!behind) break; /* everyone finished this run, whatever happened since */
+        if ((failed = atomic_load(&g->failed))) break;
+        if (!wait) {
+            pthread_mutex_unlock(&g->mu);
+            return rsInProgress;
+        }
+        if (pthread_cond_timedwait(&g->cv, &g->mu, &dl) == ETIMEDOUT && !atomic_load(&g->failed)) {
+            uint32_t *list = malloc(g->n * sizeof *list), m = 0;
+            char ranks[256] = "?", msg[RS_ERRLEN];
+            if (list) {
+                for (uint32_t i = 0; i < g->n; i++)
+                    if (g->finished[i] < want) list[m++] = i;
+                rs_format_ranks(list, m, ranks, sizeof ranks);
+                free(list);
+            }
+            snprintf(msg, sizeof msg, "rank %u: run %llu: rank%s %s did not finish it within %d ms", x->rank,
+                     (unsigned long long)want, m > 1 ? "s" : "", ranks, x->cfg.timeoutMs);
+            fail_locked(g, x->rank, rsTimeout, msg);
+            failed = 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g->mu);
+    if (failed) {
+        wake_all(g);
+        r = group_error(g, x->rank);
+        pthread_mutex_lock(&x->mu);
+        if (!x->run_res) {
+            x->run_res = r;
+            snprintf(x->run_err, sizeof x->run_err, "%s", rs_rt_err_msg());
+        }
+        pthread_mutex_unlock(&x->mu);
+        return r;
+    }
     return rsSuccess;
 }
 

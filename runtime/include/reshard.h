@@ -154,9 +154,10 @@ rsResult_t rsExecUnbind(rsExec_t exec, const char *name);
 rsResult_t rsExecRun(rsExec_t exec);
 /* rsSuccess when the last run has completed, rsInProgress while it runs, or the run's error. */
 rsResult_t rsExecQuery(rsExec_t exec);
-/* Wait (bounded by timeoutMs) for the last run; returns its result. After an error, every destination
- * buffer of the rank must be treated as not updated, and the executor (and its group) only accepts
- * rsExecDestroy. */
+/* Wait (bounded by timeoutMs) for the last run; returns its result. In-process groups: a run succeeds only
+ * when every rank of the group has finished it, so this also waits for the other ranks. After an error, every
+ * destination buffer of the rank must be treated as not updated, and the executor (and its group) only
+ * accepts rsExecDestroy. */
 rsResult_t rsExecSynchronize(rsExec_t exec);
 /* From any thread: stop the run now. Every rank of the group (NCCL: of the communicator) then fails its run
  * with rsAborted. Safe to call at any time and more than once. */

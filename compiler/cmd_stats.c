@@ -12,11 +12,12 @@
 
 static const char stats_usage[] =
     "usage: reshardc stats PLAN [--json] [--svg FILE] [--nic-gbps X] [--nvlink-gbps X] [--hbm-gbps X]\n"
-    "                           [--latency-us X] [--bucket-bytes N]\n"
+    "                           [--latency-us X] [--bucket-bytes N] [--gb-roots K]\n"
     "Prints the plan's traffic, the lower bound of its layout, its modeled time, and the modeled times\n"
     "of two baselines built from the same layout (gather-then-broadcast, direct). Bandwidths are per\n"
     "GPU per direction in Gb/s; NIC and NVLink default to the plan's topology, HBM to 24000 (3 TB/s),\n"
-    "latency to 5 us per message, buckets of the baselines to 1 GiB. See docs/cost-model.md.\n";
+    "latency to 5 us per message, buckets of the baselines to 1 GiB; --gb-roots K broadcasts from K\n"
+    "training ranks instead of one (a what-if; NeMo RL uses one). See docs/cost-model.md.\n";
 
 static int parse_pos(const char *opt, const char *s, double *out)
 {
@@ -106,9 +107,9 @@ static void print_json(const rs_plan *P, const rs_cost_report *r)
     printf("{\n");
     printf("  \"world\": %u,\n  \"domains\": %u,\n", P->layout.topo.world, P->layout.topo.ndomains);
     printf("  \"params\": {\"nic_gbps\": %.9g, \"nvlink_gbps\": %.9g, \"hbm_gbps\": %.9g, \"latency_us\": %.9g, "
-           "\"bucket_bytes\": %llu, \"chunk_bytes\": %llu},\n",
+           "\"bucket_bytes\": %llu, \"chunk_bytes\": %llu, \"gb_roots\": %u},\n",
            p->nic_gbps, p->nvlink_gbps, p->hbm_gbps, p->latency_us, (unsigned long long)p->bucket_bytes,
-           (unsigned long long)p->chunk_bytes);
+           (unsigned long long)p->chunk_bytes, p->gb_roots);
     printf("  \"lower_bound_s\": %.9g,\n  \"dst_bound_s\": %.9g,\n  \"src_bound_s\": %.9g,\n", b->bound_s, b->dst_s,
            b->src_s);
     printf("  \"lower_bound_no_relay_s\": %.9g,\n  \"src_bound_no_relay_s\": %.9g,\n", b->bound_norelay_s,
@@ -190,15 +191,17 @@ static void print_text(const rs_plan *P, const rs_cost_report *r)
            ratio(r->gather_broadcast.time_s, r->plan.time_s));
     printf("  direct           %-10s  this plan is %.2fx faster\n", hsec(x, sizeof x, r->direct.time_s),
            ratio(r->direct.time_s, r->plan.time_s));
-    printf("\nmodel: NIC %g Gb/s, NVLink %g Gb/s, HBM %g Gb/s per GPU; %g us per message; baseline buckets %s\n",
+    printf("\nmodel: NIC %g Gb/s, NVLink %g Gb/s, HBM %g Gb/s per GPU; %g us per message; gather-broadcast buckets %s",
            p->nic_gbps, p->nvlink_gbps, p->hbm_gbps, p->latency_us, hbytes(x, sizeof x, (double)p->bucket_bytes));
+    if (p->gb_roots > 1) printf(" from %u roots", p->gb_roots);
+    printf("\n");
 }
 
 int rs_cmd_stats(int argc, char **argv)
 {
     const char *path = NULL, *svg = NULL;
     int json = 0;
-    double nic = -1, nvl = -1, hbm = -1, lat = -1, bucket = -1;
+    double nic = -1, nvl = -1, hbm = -1, lat = -1, bucket = -1, roots = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         double *num = !strcmp(a, "--nic-gbps")      ? &nic
@@ -206,6 +209,7 @@ int rs_cmd_stats(int argc, char **argv)
                       : !strcmp(a, "--hbm-gbps")    ? &hbm
                       : !strcmp(a, "--latency-us")  ? &lat
                       : !strcmp(a, "--bucket-bytes") ? &bucket
+                      : !strcmp(a, "--gb-roots")    ? &roots
                                                     : NULL;
         if (num) {
             if (i + 1 >= argc) {
@@ -237,8 +241,8 @@ int rs_cmd_stats(int argc, char **argv)
         fputs(stats_usage, stderr);
         return 2;
     }
-    if ((nic == 0 || nvl == 0 || hbm == 0 || bucket == 0)) {
-        fprintf(stderr, "reshardc stats: bandwidths and the bucket size must be positive\n");
+    if (nic == 0 || nvl == 0 || hbm == 0 || bucket == 0 || (roots >= 0 && (roots < 1 || roots > 16 || roots != floor(roots)))) {
+        fprintf(stderr, "reshardc stats: bandwidths and the bucket size must be positive, --gb-roots 1 to 16\n");
         return 2;
     }
     rs_plan P;
@@ -254,6 +258,7 @@ int rs_cmd_stats(int argc, char **argv)
     if (hbm > 0) p.hbm_gbps = hbm;
     if (lat >= 0) p.latency_us = lat;
     if (bucket > 0) p.bucket_bytes = (uint64_t)bucket;
+    if (roots > 0) p.gb_roots = (uint32_t)roots;
     rs_cost_report r;
     if (rs_cost_report_build(&P, &p, &r, err, sizeof err)) {
         fprintf(stderr, "reshardc stats: %s: %s\n", path, err);

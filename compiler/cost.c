@@ -185,16 +185,45 @@ static void tensor_blocks(projcache *c, uint32_t t, rs_side side, pblock_vec *ou
     for (uint32_t pi = b; pi < e; pi++) {
         const rs_piece *p = L->pieces + pi;
         const proj *pj = projcache_get(c, p->mesh, piece_mask(L, p));
-        for (uint32_t tu = 0; tu < pj->ntuples; tu++) {
+        const rs_mesh *m = L->meshes + p->mesh;
+        /* visit only the tuples whose pinned coordinates match: mixed radix over the other axes */
+        int64_t pin[RS_MAX_DIMS];
+        int dead = 0;
+        for (uint32_t k = 0; k < pj->naxes; k++) pin[k] = -1;
+        const rs_place *pl = L->places + p->place;
+        for (uint32_t i = 0; i < p->nplace; i++)
+            if (pl[i].kind == RS_PLACE_PIN)
+                for (uint32_t k = 0; k < pj->naxes; k++)
+                    if (pj->axes[k] == pl[i].axis) {
+                        if (pl[i].arg < 0 || pl[i].arg >= m->size[pl[i].axis] || (pin[k] >= 0 && pin[k] != pl[i].arg))
+                            dead = 1;
+                        pin[k] = pl[i].arg;
+                    }
+        if (dead) continue;
+        int64_t digit[RS_MAX_DIMS];
+        for (uint32_t k = 0; k < pj->naxes; k++) digit[k] = pin[k] >= 0 ? pin[k] : 0;
+        for (;;) {
+            uint64_t tu64 = 0;
+            for (uint32_t k = 0; k < pj->naxes; k++) tu64 = tu64 * (uint64_t)m->size[pj->axes[k]] + (uint64_t)digit[k];
+            uint32_t tu = (uint32_t)tu64;
+            /* next tuple (last free axis fastest) */
+            int k = (int)pj->naxes - 1;
+            for (; k >= 0; k--) {
+                if (pin[k] >= 0) continue;
+                if (++digit[k] < m->size[pj->axes[k]]) break;
+                digit[k] = 0;
+            }
+            int last = k < 0;
             proj_coord(L, pj, tu, coord);
-            if (!rs_piece_holds(L, p, coord)) continue;
             pblock pb;
-            if (rs_piece_block(L, p, coord, pb.lo, pb.hi) == 0) continue;
-            for (uint32_t d = T->ndim; d < RS_MAX_DIMS; d++) pb.lo[d] = pb.hi[d] = 0;
-            pb.pj = pj;
-            pb.tuple = tu;
-            pb.piece = pi;
-            rs_vec_push(out, pb);
+            if (rs_piece_holds(L, p, coord) && rs_piece_block(L, p, coord, pb.lo, pb.hi) > 0) {
+                for (uint32_t d = T->ndim; d < RS_MAX_DIMS; d++) pb.lo[d] = pb.hi[d] = 0;
+                pb.pj = pj;
+                pb.tuple = tu;
+                pb.piece = pi;
+                rs_vec_push(out, pb);
+            }
+            if (last) break;
         }
     }
 }
@@ -317,6 +346,7 @@ static int cmp_cboxp_geom(const void *a, const void *b)
 
 typedef rs_vec(cbox) cbox_vec;
 typedef rs_vec(const cbox *) cboxp_vec;
+typedef rs_vec(uint32_t) u32_vec;
 
 /* Volume of the union of the boxes in ptrs (deduplicated here; the array is reordered). */
 static int64_t union_volume(cboxp_vec *ptrs, uint32_t nd)
@@ -329,6 +359,118 @@ static int64_t union_volume(cboxp_vec *ptrs, uint32_t nd)
         if (w == 0 || cmp_box_geom(ptrs->v[i], ptrs->v[w - 1]) != 0) ptrs->v[w++] = ptrs->v[i];
     ptrs->n = w;
     return boxes_volume(ptrs->v, w, nd, PRED_ANY);
+}
+
+typedef struct {
+    cbox b;
+    uint32_t rbegin, nranks; /* into tinfo.ranks, ascending */
+    uint64_t rr;             /* round-robin counter over the ranks (source blocks: holders) */
+} dblk;
+
+typedef struct {
+    rs_vec(dblk) dst, src;
+    u32_vec ranks;
+    pblock_vec tmp;
+    cboxp_vec ptrs;
+    uint32_t nd;
+    uint64_t dts;
+    int64_t need_vol; /* distinct elements any destination needs */
+} tinfo;
+
+static void tinfo_free(tinfo *ti)
+{
+    rs_vec_free(&ti->dst);
+    rs_vec_free(&ti->src);
+    rs_vec_free(&ti->ranks);
+    rs_vec_free(&ti->tmp);
+    rs_vec_free(&ti->ptrs);
+}
+
+static int cmp_pblock_geom(const void *a, const void *b)
+{
+    const pblock *x = a, *y = b;
+    for (uint32_t d = 0; d < box_ndim_g; d++) {
+        if (x->lo[d] != y->lo[d]) return x->lo[d] < y->lo[d] ? -1 : 1;
+        if (x->hi[d] != y->hi[d]) return x->hi[d] < y->hi[d] ? -1 : 1;
+    }
+    return 0;
+}
+
+static void distinct_side(projcache *c, uint32_t t, rs_side side, tinfo *ti)
+{
+    ti->tmp.n = 0;
+    tensor_blocks(c, t, side, &ti->tmp);
+    box_ndim_g = ti->nd;
+    qsort(ti->tmp.v, ti->tmp.n, sizeof *ti->tmp.v, cmp_pblock_geom);
+    for (size_t i = 0; i < ti->tmp.n;) {
+        size_t j = i;
+        while (j < ti->tmp.n && cmp_pblock_geom(&ti->tmp.v[i], &ti->tmp.v[j]) == 0) j++;
+        dblk d = {0};
+        memcpy(d.b.lo, ti->tmp.v[i].lo, sizeof d.b.lo);
+        memcpy(d.b.hi, ti->tmp.v[i].hi, sizeof d.b.hi);
+        d.rbegin = (uint32_t)ti->ranks.n;
+        for (size_t k = i; k < j; k++) {
+            const proj *pj = ti->tmp.v[k].pj;
+            uint32_t tu = ti->tmp.v[k].tuple;
+            for (uint32_t q = pj->rank_begin[tu]; q < pj->rank_begin[tu + 1]; q++) rs_vec_push(&ti->ranks, pj->ranks[q]);
+        }
+        uint32_t *rk = ti->ranks.v + d.rbegin;
+        size_t n = ti->ranks.n - d.rbegin;
+        qsort(rk, n, sizeof *rk, cmp_u32);
+        size_t w = 0;
+        for (size_t k = 0; k < n; k++)
+            if (w == 0 || rk[k] != rk[w - 1]) rk[w++] = rk[k];
+        ti->ranks.n = d.rbegin + w;
+        d.nranks = (uint32_t)w;
+        if (side == RS_SRC) rs_vec_push(&ti->src, d);
+        else rs_vec_push(&ti->dst, d);
+        i = j;
+    }
+}
+
+static void tinfo_build(projcache *c, uint32_t t, tinfo *ti)
+{
+    const rs_tensor *T = c->L->tensors + t;
+    ti->nd = T->ndim;
+    ti->dts = (uint64_t)rs_dtype_size(T->dtype);
+    ti->dst.n = ti->src.n = ti->ranks.n = 0;
+    distinct_side(c, t, RS_DST, ti);
+    distinct_side(c, t, RS_SRC, ti);
+    ti->ptrs.n = 0;
+    for (size_t i = 0; i < ti->dst.n; i++) rs_vec_push(&ti->ptrs, &ti->dst.v[i].b);
+    ti->need_vol = union_volume(&ti->ptrs, ti->nd);
+}
+
+static int rank_in(const uint32_t *rk, uint32_t n, uint32_t r)
+{
+    return bsearch(&r, rk, n, sizeof *rk, cmp_u32) != NULL;
+}
+
+static int64_t box_intersect(const cbox *a, const cbox *b, uint32_t nd)
+{
+    int64_t v = 1;
+    for (uint32_t d = 0; d < nd; d++) {
+        int64_t lo = a->lo[d] > b->lo[d] ? a->lo[d] : b->lo[d];
+        int64_t hi = a->hi[d] < b->hi[d] ? a->hi[d] : b->hi[d];
+        if (hi <= lo) return 0;
+        v *= hi - lo;
+    }
+    return v;
+}
+
+/* Distinct-volume factor of a tensor's source blocks: |union| / sum of volumes (1 unless source pieces
+ * overlap, in which case every overlapping block contributes pro rata). */
+static double src_overlap_factor(tinfo *ti)
+{
+    double sum = 0;
+    ti->ptrs.n = 0;
+    for (size_t i = 0; i < ti->src.n; i++) {
+        sum += (double)box_vol(&ti->src.v[i].b, 0, ti->nd);
+        rs_vec_push(&ti->ptrs, &ti->src.v[i].b);
+    }
+    if (sum <= 0) return 1;
+    double u = (double)union_volume(&ti->ptrs, ti->nd);
+    return u < sum ? u / sum : 1;
 }
 
 int rs_cost_lower_bound(const rs_layout *L, const rs_cost_params *p, rs_cost_bound *out, char *err,
@@ -346,6 +488,10 @@ int rs_cost_lower_bound(const rs_layout *L, const rs_cost_params *p, rs_cost_bou
     pblock_vec blk = {0};
     cbox_vec boxes = {0};
     cboxp_vec ptrs = {0};
+    tinfo ti = {0};
+    uint64_t *held_only = rs_xcalloc(world + 1, sizeof *held_only);
+    uint8_t *dom_disjoint = rs_xcalloc(ndom + 1, 1);
+    u32_vec mult = {0};
 
     for (uint32_t t = 0; t < L->ntensors; t++) {
         const rs_tensor *T = L->tensors + t;
@@ -412,6 +558,9 @@ int rs_cost_lower_bound(const rs_layout *L, const rs_cost_params *p, rs_cost_bou
                 nheld += boxes.v[k].kind == 1;
             }
             int64_t v = union_volume(&ptrs, nd);
+            int64_t vsum = 0;
+            for (size_t k = i; k < j; k++) vsum += boxes.v[k].kind == 0 ? box_vol(&boxes.v[k], 0, nd) : 0;
+            dom_disjoint[boxes.v[i].dom] = !nheld && vsum == v; /* its needed boxes do not overlap */
             if (nheld) {
                 ptrs.n = 0;
                 for (size_t k = i; k < j; k++)
@@ -436,6 +585,40 @@ int rs_cost_lower_bound(const rs_layout *L, const rs_cost_params *p, rs_cost_bou
             distinct = boxes_volume(ptrs.v, ptrs.n, nd, PRED_NEED_NOT_HELD);
         }
         out->distinct_bytes = sat_add(out->distinct_bytes, sat_mul((uint64_t)distinct, dts));
+        /* bytes only one rank holds: without relays they leave its NIC once per other domain needing
+         * them (skipped for tensors whose source blocks overlap: a smaller, still valid figure) */
+        tinfo_build(&c, t, &ti);
+        if (src_overlap_factor(&ti) < 1) continue;
+        /* (only domains whose needed boxes are disjoint, where the volume is a plain sum; others are
+         * skipped, which again only lowers the figure) */
+        /* the needed boxes of those domains, each distinct box once with the number of domains */
+        ptrs.n = 0;
+        for (size_t k = 0; k < boxes.n; k++)
+            if (boxes.v[k].kind == 0 && dom_disjoint[boxes.v[k].dom]) rs_vec_push(&ptrs, &boxes.v[k]);
+        box_ndim_g = nd;
+        qsort(ptrs.v, ptrs.n, sizeof *ptrs.v, cmp_cboxp_geom);
+        mult.n = 0;
+        size_t nu = 0;
+        for (size_t k = 0; k < ptrs.n; k++) {
+            if (nu && cmp_box_geom(ptrs.v[k], ptrs.v[nu - 1]) == 0) {
+                mult.v[nu - 1]++;
+                continue;
+            }
+            ptrs.v[nu++] = ptrs.v[k];
+            rs_vec_push(&mult, 1);
+        }
+        ptrs.n = nu;
+        for (size_t j = 0; j < ti.src.n; j++) {
+            const dblk *sb = &ti.src.v[j];
+            if (sb->nranks != 1) continue;
+            uint32_t h = ti.ranks.v[sb->rbegin], hd = L->topo.domain_of[h];
+            int64_t v = 0;
+            for (size_t k = 0; k < ptrs.n; k++) v += (int64_t)mult.v[k] * box_intersect(ptrs.v[k], &sb->b, nd);
+            if (dom_stamp[hd] == t && dom_disjoint[hd]) /* not its own domain */
+                for (size_t k = 0; k < boxes.n; k++)
+                    if (boxes.v[k].kind == 0 && boxes.v[k].dom == hd) v -= box_intersect(&boxes.v[k], &sb->b, nd);
+            held_only[h] = sat_add(held_only[h], sat_mul((uint64_t)v, dts));
+        }
     }
 
     uint32_t *recv = rs_xcalloc(ndom + 1, sizeof *recv);
@@ -460,10 +643,22 @@ int rs_cost_lower_bound(const rs_layout *L, const rs_cost_params *p, rs_cost_bou
         out->src_s = (double)out->distinct_bytes / (nic * out->nsrc_gpus);
         out->src_norelay_s = (double)out->need_bytes / (nic * out->nsrc_gpus);
     }
+    out->holder_rank = RS_NONE;
+    for (uint32_t r = 0; r < world; r++)
+        if (held_only[r] > out->holder_bytes || (out->holder_rank == RS_NONE && held_only[r])) {
+            out->holder_bytes = held_only[r];
+            out->holder_rank = r;
+        }
+    out->holder_norelay_s = (double)out->holder_bytes / nic;
     out->bound_s = out->dst_s > out->src_s ? out->dst_s : out->src_s;
     out->bound_norelay_s = out->dst_s > out->src_norelay_s ? out->dst_s : out->src_norelay_s;
+    if (out->holder_norelay_s > out->bound_norelay_s) out->bound_norelay_s = out->holder_norelay_s;
 
     free(recv);
+    free(held_only);
+    free(dom_disjoint);
+    rs_vec_free(&mult);
+    tinfo_free(&ti);
     rs_vec_free(&ptrs);
     rs_vec_free(&boxes);
     rs_vec_free(&blk);
@@ -536,8 +731,6 @@ static void ssim_free(ssim *S)
     rs_vec_free(&S->waits);
 }
 
-typedef rs_vec(uint32_t) u32_vec;
-
 enum { PT_MSG, PT_PRE, PT_POST };
 
 /* A part: a message's (or a pack's) passage over one link. */
@@ -573,7 +766,7 @@ typedef struct {
     rs_vec(timer) timers; /* min-heap by (t, step) */
     /* per step */
     uint32_t *deps, *pending, *next_lane, *wdep_begin, *wdep;
-    uint8_t *posted;
+    uint8_t *posted, *moving;
     uint32_t *msg_begin, *msg_list;
     uint8_t *msg_left; /* parts of each message still moving */
     rs_cost_step_time *tm;
@@ -742,6 +935,7 @@ static void step_xfer_done(simstate *st, uint32_t s)
 {
     const sstep *x = &st->S->steps.v[s];
     st->tm[s].t_xfer = st->now;
+    if (!st->moving[s]) st->tm[s].t_move = st->now;
     if (x->post > 0) part_add(st, x->rank * RS_NLINK_KINDS + RS_LINK_HBM, PT_POST, s, x->post);
     else step_post_done(st, s);
 }
@@ -749,6 +943,8 @@ static void step_xfer_done(simstate *st, uint32_t s)
 static void msg_start(simstate *st, uint32_t m)
 {
     const smsg *x = &st->S->msgs.v[m];
+    if (!st->moving[x->from]) st->moving[x->from] = 1, st->tm[x->from].t_move = st->now;
+    if (!st->moving[x->to]) st->moving[x->to] = 1, st->tm[x->to].t_move = st->now;
     uint32_t a = st->S->steps.v[x->from].rank, b = st->S->steps.v[x->to].rank;
     int nvl = st->S->domain_of[a] == st->S->domain_of[b];
     double bytes = x->bytes + st->lat_s * st->bw[nvl ? RS_LINK_NVL_OUT : RS_LINK_NIC_OUT];
@@ -811,6 +1007,7 @@ static int ssim_run(const ssim *S, const rs_cost_params *p, rs_cost_sim *out, in
     st.pending = rs_xcalloc(ns + 1, sizeof *st.pending);
     st.next_lane = rs_xmalloc((ns + 1) * sizeof *st.next_lane);
     st.posted = rs_xcalloc(ns + 1, 1);
+    st.moving = rs_xcalloc(ns + 1, 1);
     st.msg_left = rs_xcalloc(nm + 1, 1);
     st.tm = rs_xcalloc(ns + 1, sizeof *st.tm);
     /* lane order: each step depends on the previous step of its rank and lane */
@@ -930,6 +1127,7 @@ static int ssim_run(const ssim *S, const rs_cost_params *p, rs_cost_sim *out, in
     free(st.pending);
     free(st.next_lane);
     free(st.posted);
+    free(st.moving);
     free(st.msg_left);
     free(st.wdep_begin);
     free(st.wdep);
@@ -1232,103 +1430,6 @@ void rs_cost_traffic_free(rs_cost_traffic *t)
  * its distinct destination blocks (with the ranks needing each) and distinct source blocks (with
  * their holders).
  * ====================================================================================== */
-typedef struct {
-    cbox b;
-    uint32_t rbegin, nranks; /* into tinfo.ranks, ascending */
-    uint64_t rr;             /* round-robin counter over the ranks (source blocks: holders) */
-} dblk;
-
-typedef struct {
-    rs_vec(dblk) dst, src;
-    u32_vec ranks;
-    pblock_vec tmp;
-    cboxp_vec ptrs;
-    uint32_t nd;
-    uint64_t dts;
-    int64_t need_vol; /* distinct elements any destination needs */
-} tinfo;
-
-static void tinfo_free(tinfo *ti)
-{
-    rs_vec_free(&ti->dst);
-    rs_vec_free(&ti->src);
-    rs_vec_free(&ti->ranks);
-    rs_vec_free(&ti->tmp);
-    rs_vec_free(&ti->ptrs);
-}
-
-static int cmp_pblock_geom(const void *a, const void *b)
-{
-    const pblock *x = a, *y = b;
-    for (uint32_t d = 0; d < box_ndim_g; d++) {
-        if (x->lo[d] != y->lo[d]) return x->lo[d] < y->lo[d] ? -1 : 1;
-        if (x->hi[d] != y->hi[d]) return x->hi[d] < y->hi[d] ? -1 : 1;
-    }
-    return 0;
-}
-
-static void distinct_side(projcache *c, uint32_t t, rs_side side, tinfo *ti)
-{
-    ti->tmp.n = 0;
-    tensor_blocks(c, t, side, &ti->tmp);
-    box_ndim_g = ti->nd;
-    qsort(ti->tmp.v, ti->tmp.n, sizeof *ti->tmp.v, cmp_pblock_geom);
-    for (size_t i = 0; i < ti->tmp.n;) {
-        size_t j = i;
-        while (j < ti->tmp.n && cmp_pblock_geom(&ti->tmp.v[i], &ti->tmp.v[j]) == 0) j++;
-        dblk d = {0};
-        memcpy(d.b.lo, ti->tmp.v[i].lo, sizeof d.b.lo);
-        memcpy(d.b.hi, ti->tmp.v[i].hi, sizeof d.b.hi);
-        d.rbegin = (uint32_t)ti->ranks.n;
-        for (size_t k = i; k < j; k++) {
-            const proj *pj = ti->tmp.v[k].pj;
-            uint32_t tu = ti->tmp.v[k].tuple;
-            for (uint32_t q = pj->rank_begin[tu]; q < pj->rank_begin[tu + 1]; q++) rs_vec_push(&ti->ranks, pj->ranks[q]);
-        }
-        uint32_t *rk = ti->ranks.v + d.rbegin;
-        size_t n = ti->ranks.n - d.rbegin;
-        qsort(rk, n, sizeof *rk, cmp_u32);
-        size_t w = 0;
-        for (size_t k = 0; k < n; k++)
-            if (w == 0 || rk[k] != rk[w - 1]) rk[w++] = rk[k];
-        ti->ranks.n = d.rbegin + w;
-        d.nranks = (uint32_t)w;
-        if (side == RS_SRC) rs_vec_push(&ti->src, d);
-        else rs_vec_push(&ti->dst, d);
-        i = j;
-    }
-}
-
-static void tinfo_build(projcache *c, uint32_t t, tinfo *ti)
-{
-    const rs_tensor *T = c->L->tensors + t;
-    ti->nd = T->ndim;
-    ti->dts = (uint64_t)rs_dtype_size(T->dtype);
-    ti->dst.n = ti->src.n = ti->ranks.n = 0;
-    distinct_side(c, t, RS_DST, ti);
-    distinct_side(c, t, RS_SRC, ti);
-    ti->ptrs.n = 0;
-    for (size_t i = 0; i < ti->dst.n; i++) rs_vec_push(&ti->ptrs, &ti->dst.v[i].b);
-    ti->need_vol = union_volume(&ti->ptrs, ti->nd);
-}
-
-static int64_t box_intersect(const cbox *a, const cbox *b, uint32_t nd)
-{
-    int64_t v = 1;
-    for (uint32_t d = 0; d < nd; d++) {
-        int64_t lo = a->lo[d] > b->lo[d] ? a->lo[d] : b->lo[d];
-        int64_t hi = a->hi[d] < b->hi[d] ? a->hi[d] : b->hi[d];
-        if (hi <= lo) return 0;
-        v *= hi - lo;
-    }
-    return v;
-}
-
-static int rank_in(const uint32_t *rk, uint32_t n, uint32_t r)
-{
-    return bsearch(&r, rk, n, sizeof *rk, cmp_u32) != NULL;
-}
-
 /* Per-rank byte accumulator with the list of ranks touched (reset per bucket). */
 typedef struct {
     double *v;
@@ -1373,21 +1474,6 @@ typedef struct {
     double bytes;
 } rbytes;
 typedef rs_vec(rbytes) rbytes_vec;
-
-/* Distinct-volume factor of a tensor's source blocks: |union| / sum of volumes (1 unless source pieces
- * overlap, in which case every overlapping block contributes pro rata). */
-static double src_overlap_factor(tinfo *ti)
-{
-    double sum = 0;
-    ti->ptrs.n = 0;
-    for (size_t i = 0; i < ti->src.n; i++) {
-        sum += (double)box_vol(&ti->src.v[i].b, 0, ti->nd);
-        rs_vec_push(&ti->ptrs, &ti->src.v[i].b);
-    }
-    if (sum <= 0) return 1;
-    double u = (double)union_volume(&ti->ptrs, ti->nd);
-    return u < sum ? u / sum : 1;
-}
 
 /* ---- gather-then-broadcast ----
  * Root R: the lowest source rank (NeMo RL broadcasts from training rank 0). With p->gb_roots = k > 1,
@@ -1630,6 +1716,41 @@ static int cmp_pairb(const void *a, const void *b)
     return 0;
 }
 
+/* Bytes per (sender, receiver) pair, merged as they come (open addressing, linear probing). */
+typedef struct {
+    uint64_t *key; /* (from << 32 | to) + 1; 0 = empty */
+    double *val;
+    size_t cap, n;
+} pairmap;
+
+static void pairmap_add(pairmap *m, uint32_t from, uint32_t to, double bytes)
+{
+    if (2 * (m->n + 1) > m->cap) {
+        pairmap g = {.cap = m->cap ? 2 * m->cap : 1024};
+        g.key = rs_xcalloc(g.cap, sizeof *g.key);
+        g.val = rs_xcalloc(g.cap, sizeof *g.val);
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->key[i]) {
+                size_t j = (size_t)((m->key[i] * 0x9E3779B97F4A7C15ull) >> 20) & (g.cap - 1);
+                while (g.key[j]) j = (j + 1) & (g.cap - 1);
+                g.key[j] = m->key[i];
+                g.val[j] = m->val[i];
+                g.n++;
+            }
+        free(m->key);
+        free(m->val);
+        *m = g;
+    }
+    uint64_t k = ((uint64_t)from << 32 | to) + 1;
+    size_t j = (size_t)((k * 0x9E3779B97F4A7C15ull) >> 20) & (m->cap - 1);
+    while (m->key[j] && m->key[j] != k) j = (j + 1) & (m->cap - 1);
+    if (!m->key[j]) {
+        m->key[j] = k;
+        m->n++;
+    }
+    m->val[j] += bytes;
+}
+
 int rs_cost_direct(const rs_layout *L, const rs_cost_params *p, rs_cost_sim *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -1639,6 +1760,7 @@ int rs_cost_direct(const rs_layout *L, const rs_cost_params *p, rs_cost_sim *out
     ssim S = {.world = world, .domain_of = L->topo.domain_of};
     tinfo ti = {0};
     pairb_vec pairs = {0}, item = {0};
+    pairmap pm = {0};
     racc sent, recvd;
     racc_init(&sent, world);
     racc_init(&recvd, world);
@@ -1690,7 +1812,7 @@ int rs_cost_direct(const rs_layout *L, const rs_cost_params *p, rs_cost_sim *out
                         racc_add(&recvd, q.to, q.bytes);
                         if (q.from == q.to) continue; /* local copy */
                         racc_add(&sent, q.from, q.bytes);
-                        rs_vec_push(&pairs, q);
+                        pairmap_add(&pm, q.from, q.to, q.bytes);
                     }
                     total += take;
                     left -= take;
@@ -1698,6 +1820,15 @@ int rs_cost_direct(const rs_layout *L, const rs_cost_params *p, rs_cost_sim *out
                 }
                 if (total < cap && (t < L->ntensors || total <= 0)) break;
                 /* flush: one step per rank taking part, all its messages of the bucket in it */
+                pairs.n = 0;
+                for (size_t i = 0; i < pm.cap; i++)
+                    if (pm.key[i]) {
+                        pairb q = {(uint32_t)((pm.key[i] - 1) >> 32), (uint32_t)(pm.key[i] - 1), pm.val[i]};
+                        rs_vec_push(&pairs, q);
+                        pm.key[i] = 0;
+                        pm.val[i] = 0;
+                    }
+                pm.n = 0;
                 qsort(pairs.v, pairs.n, sizeof *pairs.v, cmp_pairb);
                 ranks.n = 0;
                 for (size_t i = 0; i < sent.touched.n; i++) rs_vec_push(&ranks, sent.touched.v[i]);
@@ -1735,6 +1866,8 @@ int rs_cost_direct(const rs_layout *L, const rs_cost_params *p, rs_cost_sim *out
     racc_free(&recvd);
     rs_vec_free(&pairs);
     rs_vec_free(&item);
+    free(pm.key);
+    free(pm.val);
     tinfo_free(&ti);
     ssim_free(&S);
     projcache_free(&c);

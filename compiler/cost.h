@@ -31,9 +31,13 @@ void rs_cost_params_default(rs_cost_params *p, const rs_topology *topo);
  *         every such byte leaves a holder's NIC at least once (relays through destinations allowed).
  * src_norelay_s = (sum_a U_a) / (nic x source GPUs): the same when only source ranks send over the
  *         network (each byte leaves once per domain that needs it).
- * bound_s = max(dst_s, src_s); bound_norelay_s = max(dst_s, src_norelay_s). */
+ * holder_norelay_s = max over source ranks h of (bytes only h holds, counted once per other domain
+ *         needing them) / nic: what h's NIC must carry when only holders send.
+ * bound_s = max(dst_s, src_s); bound_norelay_s = max(dst_s, src_norelay_s, holder_norelay_s). */
 typedef struct {
-    double bound_s, dst_s, src_s, src_norelay_s, bound_norelay_s;
+    double bound_s, dst_s, src_s, src_norelay_s, holder_norelay_s, bound_norelay_s;
+    uint32_t holder_rank;      /* the source rank of holder_norelay_s (RS_NONE when none) */
+    uint64_t holder_bytes;     /* its bytes */
     uint32_t dst_domain;       /* the binding destination domain (RS_NONE when nothing is needed) */
     uint64_t dst_domain_bytes; /* its U_a */
     uint32_t dst_domain_gpus;  /* its receiving GPUs */
@@ -52,12 +56,13 @@ int rs_cost_lower_bound(const rs_layout *L, const rs_cost_params *p, rs_cost_bou
 enum { RS_LINK_NIC_OUT, RS_LINK_NIC_IN, RS_LINK_NVL_OUT, RS_LINK_NVL_IN, RS_LINK_HBM, RS_NLINK_KINDS };
 const char *rs_cost_link_name(int kind); /* "NIC out", ... */
 
-/* Timeline of one step: ready (dependencies met), packed (its sends and receives posted),
- * transferred (every message of its group done), done (unpacked). Seconds from the start. */
+/* Timeline of one step: ready (dependencies met), posted (packed; its sends and receives posted),
+ * moving (its first message started: the peers posted too), transferred (every message of its group
+ * done), done (unpacked). Seconds from the start; t_move = t_xfer when it has no message. */
 typedef struct {
     uint32_t rank;
     uint8_t lane;
-    double t_ready, t_post, t_xfer, t_done;
+    double t_ready, t_post, t_move, t_xfer, t_done;
 } rs_cost_step_time;
 
 typedef struct {

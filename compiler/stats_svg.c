@@ -230,8 +230,8 @@ static void draw_nics(FILE *f, const rs_plan *P, const rs_cost_report *r, double
     free(ranks);
 }
 
-/* ---- step timeline: sampled ranks, a NET and an NVL row each; light: step in progress,
- * dark: its messages moving (posted to all transferred) ---- */
+/* ---- step timeline: sampled ranks, a NET and an NVL row each; light: step in progress (waiting for
+ * its peers, packing, unpacking), dark: its messages moving (first message started to all done) ---- */
 #define TL_PX 900
 static double draw_timeline(FILE *f, const rs_cost_report *r, double x0, double y0)
 {
@@ -279,7 +279,7 @@ static double draw_timeline(FILE *f, const rs_cost_report *r, double x0, double 
         if (row_of[st->rank] < 0) continue;
         uint8_t *line = px + ((size_t)row_of[st->rank] * 2 + (st->lane ? 1 : 0)) * TL_PX;
         int a = (int)floor(st->t_ready * scale), b = (int)ceil(st->t_done * scale);
-        int c = (int)floor(st->t_post * scale), d = (int)ceil(st->t_xfer * scale);
+        int c = (int)floor(st->t_move * scale), d = (int)ceil(st->t_xfer * scale);
         if (b <= a) b = a + 1;
         for (int x = a; x < b && x < TL_PX; x++)
             if (x >= 0 && line[x] < 1) line[x] = 1;
@@ -324,7 +324,7 @@ static double draw_timeline(FILE *f, const rs_cost_report *r, double x0, double 
     rect(f, x0 + 160, ly - 9, 10, 10, "#238b45");
     text(f, x0 + 174, ly, 11, "start", "#252525", "NVL lane transferring");
     rect(f, x0 + 320, ly - 9, 10, 10, "#c6dbef");
-    text(f, x0 + 334, ly, 11, "start", "#252525", "waiting, packing or unpacking");
+    text(f, x0 + 334, ly, 11, "start", "#252525", "step waiting for peers, packing or unpacking");
     text(f, x0 + 540, ly, 11, "start", "#252525", "- - lower bound");
     if (nw > nrows) {
         snprintf(lab, sizeof lab, "%u of %u ranks shown", nrows, nw);

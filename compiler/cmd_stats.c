@@ -106,14 +106,17 @@ static void print_json(const rs_plan *P, const rs_cost_report *r)
     summarize(t, &s);
     printf("{\n");
     printf("  \"world\": %u,\n  \"domains\": %u,\n", P->layout.topo.world, P->layout.topo.ndomains);
-    printf("  \"params\": {\"nic_gbps\": %.9g, \"nvlink_gbps\": %.9g, \"hbm_gbps\": %.9g, \"latency_us\": %.9g, "
+    printf("  \"params\": {\"nic_gbps\": %.12g, \"nvlink_gbps\": %.12g, \"hbm_gbps\": %.12g, \"latency_us\": %.12g, "
            "\"bucket_bytes\": %llu, \"chunk_bytes\": %llu, \"gb_roots\": %u},\n",
            p->nic_gbps, p->nvlink_gbps, p->hbm_gbps, p->latency_us, (unsigned long long)p->bucket_bytes,
            (unsigned long long)p->chunk_bytes, p->gb_roots);
-    printf("  \"lower_bound_s\": %.9g,\n  \"dst_bound_s\": %.9g,\n  \"src_bound_s\": %.9g,\n", b->bound_s, b->dst_s,
+    printf("  \"lower_bound_s\": %.12g,\n  \"dst_bound_s\": %.12g,\n  \"src_bound_s\": %.12g,\n", b->bound_s, b->dst_s,
            b->src_s);
-    printf("  \"lower_bound_no_relay_s\": %.9g,\n  \"src_bound_no_relay_s\": %.9g,\n", b->bound_norelay_s,
+    printf("  \"lower_bound_no_relay_s\": %.12g,\n  \"src_bound_no_relay_s\": %.12g,\n", b->bound_norelay_s,
            b->src_norelay_s);
+    printf("  \"holder_bound_no_relay_s\": %.12g,\n", b->holder_norelay_s);
+    if (b->holder_rank == RS_NONE) printf("  \"holder_rank\": null,\n");
+    else printf("  \"holder_rank\": %u,\n", b->holder_rank);
     if (b->dst_domain == RS_NONE) printf("  \"bound_domain\": null,\n");
     else printf("  \"bound_domain\": %u,\n", b->dst_domain);
     printf("  \"bound_domain_bytes\": %llu,\n  \"bound_domain_gpus\": %u,\n", (unsigned long long)b->dst_domain_bytes,
@@ -122,9 +125,9 @@ static void print_json(const rs_plan *P, const rs_cost_report *r)
            (unsigned long long)b->model_bytes, (unsigned long long)b->need_bytes,
            (unsigned long long)b->distinct_bytes);
     printf("  \"source_gpus\": %u,\n  \"destination_gpus\": %u,\n", b->nsrc_gpus, b->ndst_gpus);
-    printf("  \"modeled_s\": %.9g,\n  \"ratio_to_bound\": %.9g,\n", r->plan.time_s, ratio(r->plan.time_s, b->bound_s));
-    printf("  \"gather_broadcast_s\": %.9g,\n  \"direct_s\": %.9g,\n", r->gather_broadcast.time_s, r->direct.time_s);
-    printf("  \"speedup_gather_broadcast\": %.9g,\n  \"speedup_direct\": %.9g,\n",
+    printf("  \"modeled_s\": %.12g,\n  \"ratio_to_bound\": %.12g,\n", r->plan.time_s, ratio(r->plan.time_s, b->bound_s));
+    printf("  \"gather_broadcast_s\": %.12g,\n  \"direct_s\": %.12g,\n", r->gather_broadcast.time_s, r->direct.time_s);
+    printf("  \"speedup_gather_broadcast\": %.12g,\n  \"speedup_direct\": %.12g,\n",
            ratio(r->gather_broadcast.time_s, r->plan.time_s), ratio(r->direct.time_s, r->plan.time_s));
     printf("  \"net_bytes\": %llu,\n  \"nvl_bytes\": %llu,\n  \"relay_bytes\": %llu,\n",
            (unsigned long long)t->net_bytes, (unsigned long long)t->nvl_bytes, (unsigned long long)t->relay_bytes);
@@ -133,13 +136,13 @@ static void print_json(const rs_plan *P, const rs_cost_report *r)
     printf("  \"messages\": %llu,\n  \"steps\": %llu,\n  \"net_steps\": %llu,\n  \"nvl_steps\": %llu,\n",
            (unsigned long long)t->nmsgs, (unsigned long long)t->nsteps, (unsigned long long)t->nsteps_lane[RS_LANE_NET],
            (unsigned long long)t->nsteps_lane[RS_LANE_NVL]);
-    printf("  \"max_nic_bytes\": %llu,\n  \"mean_nic_bytes\": %.9g,\n", (unsigned long long)s.max_nic, s.mean_nic);
-    printf("  \"max_nic_out_bytes\": %llu,\n  \"mean_nic_out_bytes\": %.9g,\n", (unsigned long long)s.max_out,
+    printf("  \"max_nic_bytes\": %llu,\n  \"mean_nic_bytes\": %.12g,\n", (unsigned long long)s.max_nic, s.mean_nic);
+    printf("  \"max_nic_out_bytes\": %llu,\n  \"mean_nic_out_bytes\": %.12g,\n", (unsigned long long)s.max_out,
            s.mean_out);
-    printf("  \"max_nic_in_bytes\": %llu,\n  \"mean_nic_in_bytes\": %.9g,\n", (unsigned long long)s.max_in, s.mean_in);
-    printf("  \"max_rank_bytes\": %llu,\n  \"mean_rank_bytes\": %.9g,\n", (unsigned long long)s.max_rank,
+    printf("  \"max_nic_in_bytes\": %llu,\n  \"mean_nic_in_bytes\": %.12g,\n", (unsigned long long)s.max_in, s.mean_in);
+    printf("  \"max_rank_bytes\": %llu,\n  \"mean_rank_bytes\": %.12g,\n", (unsigned long long)s.max_rank,
            s.mean_rank);
-    printf("  \"busiest_link\": {\"rank\": %u, \"link\": \"%s\", \"busy_s\": %.9g}\n", r->plan.busiest_rank,
+    printf("  \"busiest_link\": {\"rank\": %u, \"link\": \"%s\", \"busy_s\": %.12g}\n", r->plan.busiest_rank,
            rs_cost_link_name(r->plan.busiest_kind), r->plan.busiest_s);
     printf("}\n");
 }
@@ -178,9 +181,14 @@ static void print_text(const rs_plan *P, const rs_cost_report *r)
                b->dst_domain_gpus, hsec(z, sizeof z, b->dst_s), hsec((char[32]){0}, 32, b->src_s));
     else
         printf("  lower bound    %-10s  nothing crosses the network\n", hsec(x, sizeof x, b->bound_s));
-    if (b->bound_norelay_s > b->bound_s * (1 + 1e-9))
-        printf("                 %-10s  without relays (each byte leaves the sources once per domain needing it)\n",
-               hsec(x, sizeof x, b->bound_norelay_s));
+    if (b->bound_norelay_s > b->bound_s * (1 + 1e-9)) {
+        if (b->holder_norelay_s >= b->bound_norelay_s && b->holder_rank != RS_NONE)
+            printf("                 %-10s  without relays: rank %u alone holds %s that other domains need\n",
+                   hsec(x, sizeof x, b->bound_norelay_s), b->holder_rank, hbytes(y, sizeof y, (double)b->holder_bytes));
+        else
+            printf("                 %-10s  without relays (each byte leaves the sources once per domain needing it)\n",
+                   hsec(x, sizeof x, b->bound_norelay_s));
+    }
     printf("  modeled        %-10s  %.2fx the bound  [modeled]\n", hsec(x, sizeof x, r->plan.time_s),
            ratio(r->plan.time_s, b->bound_s));
     printf("  busiest link   %s of rank %u: busy %s (%.0f%% of the modeled time)\n",

@@ -13,3 +13,7 @@ if(Python3_Interpreter_FOUND)
   add_test(NAME stats_svg_xml
            COMMAND Python3::Interpreter ${RS_STATS_DIR}/check_svg.py $<TARGET_FILE:stats_cost> --svg @SVG@ replicas)
 endif()
+if(Python3_Interpreter_FOUND)
+  add_test(NAME stats_cli
+           COMMAND Python3::Interpreter ${RS_STATS_DIR}/check_cli.py $<TARGET_FILE:reshardc> ${RS_STATS_DIR}/tiny.layout)
+endif()

@@ -92,7 +92,8 @@ set(RS_SCALED_VARIANTS
     "deepseek-v3-h100 pp8 -D PP=8 -D FIRST=4 -D LAST=1"
     "qwen3-235b-h100 experts1 -D EXPERTS=1 -D E=16 -D F=128"
     "qwen3-235b-h100 experts2 -D EXPERTS=2 -D E=128 -D F=4"
-    # training TP8 > 4 kv groups: each group's rows split over 2 training ranks
+    # training TP8 > 4 kv groups: each group's rows split over 2 training ranks (MODELS.md's partial groups;
+    # Megatron-Core itself asserts num_query_groups % TP == 0)
     "qwen3-32b-asym-h100 nkv4 -D NKV=4"
     "llama3-70b-h100 bridge -D MEG_PAD=1")
 foreach(v ${RS_SCALED_VARIANTS})

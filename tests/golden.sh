@@ -42,7 +42,7 @@ if [ "${1:-}" = "layout" ]; then
     [ $# -ge 4 ] || { echo "usage: golden.sh layout RESHARDC LAYOUT EXPECTED [ARGS...]" >&2; exit 2; }
     reshardc=$2 layout=$3 expected=$4
     shift 4
-    "$reshardc" "$layout" -o "$tmp/plan.bin" "$@" || { echo "golden.sh: compiling $layout failed" >&2; exit 1; }
+    "$reshardc" "$layout" -o "$tmp/plan.bin" "$@" >/dev/null || { echo "golden.sh: compiling $layout failed" >&2; exit 1; }
     "$reshardc" verify --quiet "$tmp/plan.bin" || { echo "golden.sh: $layout: plan does not verify" >&2; exit 1; }
     "$reshardc" dump "$tmp/plan.bin" >"$tmp/out" || { echo "golden.sh: dump failed" >&2; exit 1; }
     compare "$expected" "$tmp/out"

@@ -325,7 +325,7 @@ static double draw_timeline(FILE *f, const rs_cost_report *r, double x0, double 
     text(f, x0 + 174, ly, 11, "start", "#252525", "NVL lane transferring");
     rect(f, x0 + 320, ly - 9, 10, 10, "#c6dbef");
     text(f, x0 + 334, ly, 11, "start", "#252525", "step waiting for peers, packing or unpacking");
-    text(f, x0 + 540, ly, 11, "start", "#252525", "- - lower bound");
+    text(f, x0 + 610, ly, 11, "start", "#252525", "- - lower bound");
     if (nw > nrows) {
         snprintf(lab, sizeof lab, "%u of %u ranks shown", nrows, nw);
         text(f, x0 + TL_PX, ly, 11, "end", "#525252", lab);

@@ -19,8 +19,9 @@ static uint32_t cand_slot(const uint32_t *cand, uint32_t n, uint32_t r)
     return lo < n && cand[2 * lo] == r ? cand[2 * lo + 1] : RS_NONE;
 }
 
-static int emit(pl_ctx *c, const pl_cell *cell, pl_part *p)
+static int emit(pl_ctx *c, const pl_cell *cell, pl_part *p, uint32_t ncand)
 {
+    p->key = p->fset | (ncand > 1 ? 1u << 31 : 0);
     if (c->pass == 1) {
         c->st->parts++;
         if (p->kind == PL_LOCAL) c->st->local_bytes += p->bytes;
@@ -64,7 +65,7 @@ int pl_route(pl_ctx *c, const pl_cell *cell)
                 memcpy(p.lo, cell->lo, nd * sizeof p.lo[0]);
                 memcpy(p.hi, cell->hi, nd * sizeof p.hi[0]);
                 p.bytes = cell->bytes;
-                if (emit(c, cell, &p)) return -1;
+                if (emit(c, cell, &p, ncand)) return -1;
             } else {
                 rest[nrest++] = r;
             }
@@ -83,7 +84,7 @@ int pl_route(pl_ctx *c, const pl_cell *cell)
                 memcpy(p.lo, cell->lo, nd * sizeof p.lo[0]);
                 memcpy(p.hi, cell->hi, nd * sizeof p.hi[0]);
                 p.bytes = cell->bytes;
-                if (emit(c, cell, &p)) return -1;
+                if (emit(c, cell, &p, ncand)) return -1;
             }
             continue;
         }
@@ -124,8 +125,9 @@ int pl_route(pl_ctx *c, const pl_cell *cell)
                 if (rest[z] != p.r) fw[nf++] = rest[z];
             p.fset = pl_intern_add(&c->fsets, fw, nf);
             c->net_in[p.r] += p.bytes;
-            p.s = pl_net_sender(c, cell, p.bytes, p.r, &p.sslot);
-            if (emit(c, cell, &p)) return -1;
+            p.key = p.fset | (ncand > 1 ? 1u << 31 : 0);
+            p.s = pl_net_sender(c, cell, p.bytes, p.r, p.key, &p.sslot);
+            if (emit(c, cell, &p, ncand)) return -1;
         }
     }
     return 0;

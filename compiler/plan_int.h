@@ -120,6 +120,7 @@ typedef struct {
     int64_t lo[PL_ND], hi[PL_ND];
     uint64_t bytes;
     uint32_t dslot;            /* destination piece (slot in the tensor) */
+    uint32_t dbase;            /* its block's mesh linear index (with the pins) */
     const int64_t *dlo, *dhi;  /* destination block */
     const uint32_t *dr;        /* ranks needing it, sorted by (domain, rank) */
     uint32_t ndr;
@@ -135,28 +136,34 @@ typedef struct {
     uint32_t s, r;     /* sender and receiver (LOCAL: the same rank) */
     uint32_t sslot;    /* source piece slot the sender holds */
     uint32_t fset;     /* interned set of ranks r forwards to over NVLink (NET only) */
+    uint32_t key;      /* fset | class << 31; class 1: the sender was chosen among several holders (such
+                          traffic is irregular across receivers, so it travels in segments of its own) */
     int64_t lo[PL_ND], hi[PL_ND];
     uint64_t bytes;
 } pl_part;
 
 typedef struct {
     uint64_t bytes;
-    uint32_t cand, seq, tensor, r;
+    uint32_t cand, seq, unit, r, fset; /* unit: the tensor's first piece (+ the sender's slot = its unit); fset: the key */
 } pl_lpt;
 
 /* ---- the context ---- */
 typedef struct pl_stepb pl_stepb;
 
+/* A sender: what it sends per unit (a source piece: one source buffer region), sorted by unit after pass
+ * 1, and the window each unit falls in. */
 typedef struct {
-    rs_vec(uint64_t) tb; /* (tensor << 40 | bytes): what this sender sends, in tensor order */
-    rs_vec(uint32_t) win; /* window of each tb entry */
-    uint32_t nwin, cursor;
+    pl_u32vec unit;
+    pl_u64vec ubytes;
+    pl_u32vec win;
+    uint32_t nwin;
     rs_vec(uint32_t) flows; /* its flows, sorted by receiver */
     uint64_t total;
 } pl_sender;
 
+/* A flow: what one sender sends one receiver on one lane with one key (forward set and class). */
 typedef struct {
-    uint32_t s, r;
+    uint32_t s, r, fset; /* fset: the key (forward set | class << 31) */
     uint8_t lane;
     uint32_t win_base; /* into fw arrays: nwin entries */
 } pl_flow;
@@ -263,7 +270,7 @@ void pl_block_of(const pl_ctx *c, uint32_t slot, const uint32_t *ks, int64_t *lo
 int pl_route(pl_ctx *c, const pl_cell *cell);
 
 /* sources.c */
-uint32_t pl_net_sender(pl_ctx *c, const pl_cell *cell, uint64_t bytes, uint32_t r, uint32_t *slot);
+uint32_t pl_net_sender(pl_ctx *c, const pl_cell *cell, uint64_t bytes, uint32_t r, uint32_t fset, uint32_t *slot);
 uint32_t pl_nvl_sender(pl_ctx *c, const pl_cell *cell, uint32_t domain, uint64_t bytes, uint32_t *slot);
 void pl_lpt_solve(pl_ctx *c);
 

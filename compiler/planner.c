@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- hash map ---- */
 
@@ -189,6 +190,13 @@ void rs_plan_stats_free(rs_plan_stats *s)
 
 /* ---- driver ---- */
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static void ctx_free(pl_ctx *c)
 {
     pl_arena_free(&c->ar);
@@ -269,18 +277,25 @@ int rs_planner_plan(rs_layout *L, const rs_plan_opts *o, rs_plan *out, rs_plan_s
     pl_intern_init(&c.fsets);
     c.snd = rs_xcalloc(c.world, sizeof *c.snd);
 
+    double t = now_s(), t2;
+#define LAP(i) (t2 = now_s(), c.st->seconds[i] = t2 - t, t = t2)
     int rc = pl_bindings(&c);
+    LAP(0);
     if (!rc) rc = run_pass(&c, 1);
     if (!rc) {
         pl_lpt_solve(&c);
         pl_after_pass1(&c);
+        LAP(1);
         rc = run_pass(&c, 2);
+        LAP(2);
     }
     if (!rc) {
         pl_after_pass2(&c);
         rc = run_pass(&c, 3);
+        LAP(3);
     }
     if (!rc) rc = pl_finalize(&c, out);
+    LAP(4);
     if (bad_piece) *bad_piece = c.bad_piece;
     ctx_free(&c);
     if (rc) {
@@ -294,7 +309,9 @@ int rs_planner_plan(rs_layout *L, const rs_plan_opts *o, rs_plan *out, rs_plan_s
     out->staging_budget = o->staging_bytes;
     if (o->verify) {
         char verr[512];
-        if (rs_plan_verify_all(out, verr, sizeof verr)) {
+        int vrc = rs_plan_verify_all(out, verr, sizeof verr);
+        if (stats) stats->seconds[5] = now_s() - t;
+        if (vrc) {
             snprintf(err, errlen, "internal error: the plan failed verification (a planner bug): %s", verr);
             *L = out->layout;
             memset(&out->layout, 0, sizeof out->layout);

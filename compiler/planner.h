@@ -16,6 +16,10 @@ typedef struct {
     uint64_t fanout_split_min; /* a fragment needed by k > 1 ranks of one destination domain and at least
                                   this large is split among them by bytes; smaller ones go whole; 64 KiB */
     int verify;                /* run rs_plan_verify_all before returning (default 1) */
+    int strided_reads;         /* let the source side of PACK, UNPACK and COPY step through memory in any
+                                  order (stride below the span inside it, or 0): one PACK then gathers a
+                                  column block for many receivers. Needs a per-rank verifier that only
+                                  bounds source descriptors (default 0) */
 } rs_plan_opts;
 
 void rs_plan_opts_default(rs_plan_opts *o);
@@ -35,6 +39,7 @@ typedef struct {
     uint64_t *domain_net_in; /* [ndomains] NET bytes received by ranks of the domain */
     uint32_t world;
     uint64_t *rank_net_out;  /* [world] NET bytes each rank sends */
+    double seconds[6];       /* wall time: bindings, pass 1 (+LPT), pass 2, pass 3, programs, verification */
 } rs_plan_stats;
 
 void rs_plan_stats_free(rs_plan_stats *s);

@@ -464,6 +464,7 @@ static int dst_cells(pl_ctx *c, uint32_t dslot)
                                t->name, box, n ? r[0] : 0);
             }
             cell.bytes = elems * es;
+            cell.dbase = base;
             cell.dr = block_ranks(c, dslot, base, &cell.ndr, 1);
             cell.ncover = ncover;
             cell.cover_slot = cover_slot;
@@ -551,7 +552,15 @@ int pl_bmap_build(const rs_layout *L, uint32_t piece, const int64_t *blo, const 
     uint32_t nv = 0;
     for (uint32_t d = 0; d <= t->ndim; d++) v[nv++] = SA[d];
     for (uint32_t d = 0; d <= bnd; d++) v[nv++] = SB[d];
-    qsort(v, nv, sizeof v[0], cmp_i64);
+    for (uint32_t i = 1; i < nv; i++) {
+        int64_t x = v[i];
+        uint32_t j = i;
+        while (j > 0 && v[j - 1] > x) {
+            v[j] = v[j - 1];
+            j--;
+        }
+        v[j] = x;
+    }
     uint32_t u = 0;
     for (uint32_t i = 0; i < nv; i++)
         if (!u || v[u - 1] != v[i]) v[u++] = v[i];
@@ -673,7 +682,17 @@ int pl_bmap_desc(const pl_bmap *m, const int64_t *lo, const int64_t *hi, rs_desc
     uint64_t off = m->base;
     uint32_t n = 0;
     int64_t start[PL_NF], count[PL_NF];
-    for (uint32_t k = 0; k < m->nf;) {
+    if (m->simple) {
+        /* every non-unit tensor dim is one F dim: any sub-box maps directly */
+        for (uint32_t k = 0; k < m->nf; k++) {
+            uint32_t dd = m->fdim[k];
+            off += (uint64_t)(lo[dd] - m->blo[dd]) * m->fstr[k];
+            cnt[n] = (uint64_t)(hi[dd] - lo[dd]);
+            str[n] = m->fstr[k];
+            n++;
+        }
+    }
+    for (uint32_t k = m->simple ? m->nf : 0; k < m->nf;) {
         uint32_t dd = m->fdim[k], last = k;
         while (last + 1 < m->nf && m->fdim[last + 1] == dd) last++;
         int64_t cut;

@@ -19,17 +19,16 @@ static inline uint64_t align_up(uint64_t x) { return (x + ALIGN - 1) & ~(uint64_
 
 /* ---- senders and flows ---- */
 
-static uint32_t flow_get(pl_ctx *c, uint8_t lane, uint32_t s, uint32_t r, int create)
+static uint32_t flow_get(pl_ctx *c, uint8_t lane, uint32_t s, uint32_t r, uint32_t fset, int create)
 {
-    uint64_t k0 = (uint64_t)lane << 32 | s, k1 = r;
-    uint64_t key = k0 << 21 ^ k1;
-    if (c->last_flow_key == key + 1) return (uint32_t)c->last_flow;
+    uint64_t k0 = (uint64_t)lane << 62 | (uint64_t)s << 32 | r, k1 = fset;
+    if (c->last_flow_key == k0 + 1 && c->last_flow >> 32 == fset) return (uint32_t)c->last_flow;
     uint64_t *v;
     if (create) {
         int created;
         v = pl_map_put(&c->flow_index, k0, k1, &created);
         if (created) {
-            pl_flow f = {.s = s, .r = r, .lane = lane};
+            pl_flow f = {.s = s, .r = r, .fset = fset, .lane = lane};
             *v = c->flows.n;
             rs_vec_push(&c->flows, f);
         }
@@ -37,36 +36,35 @@ static uint32_t flow_get(pl_ctx *c, uint8_t lane, uint32_t s, uint32_t r, int cr
         v = pl_map_get(&c->flow_index, k0, k1);
         rs_assert(v);
     }
-    c->last_flow_key = key + 1;
-    c->last_flow = *v;
+    c->last_flow_key = k0 + 1;
+    c->last_flow = (uint64_t)fset << 32 | (uint32_t)*v;
     return (uint32_t)*v;
 }
 
-typedef struct {
-    uint32_t s, tensor;
-    uint64_t bytes;
-} tb_rec;
-
-static void sender_add(pl_ctx *c, uint32_t s, uint32_t tensor, uint64_t bytes)
+static void sender_add(pl_ctx *c, uint32_t s, uint32_t unit, uint64_t bytes)
 {
     pl_sender *x = &c->snd[s];
-    size_t n = x->tb.n;
-    if (n && (uint32_t)(x->tb.v[n - 1] >> 40) == tensor) {
-        x->tb.v[n - 1] += bytes;
-    } else {
-        rs_vec_push(&x->tb, (uint64_t)tensor << 40 | bytes);
-        rs_vec_push(&x->win, 0);
-        n++;
+    size_t n = x->unit.n;
+    if (n && x->unit.v[n - 1] == unit) {
+        x->ubytes.v[n - 1] += bytes;
+        return;
     }
-    if ((uint32_t)(x->tb.v[n - 1] >> 40) != tensor || bytes >= (1ull << 40))
-        rs_die("a sender sends 1 TiB or more of one tensor");
+    rs_vec_push(&x->unit, unit);
+    rs_vec_push(&x->ubytes, bytes);
 }
 
-static int tb_cmp(const void *a, const void *b)
+/* Window of the sender's unit (binary search in its sorted units). */
+static uint32_t sender_window(const pl_ctx *c, uint32_t s, uint32_t unit)
 {
-    const tb_rec *x = a, *y = b;
-    if (x->s != y->s) return x->s < y->s ? -1 : 1;
-    return x->tensor < y->tensor ? -1 : x->tensor > y->tensor;
+    const pl_sender *x = &c->snd[s];
+    size_t lo = 0, hi = x->unit.n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (x->unit.v[mid] < unit) lo = mid + 1;
+        else hi = mid;
+    }
+    rs_assert(lo < x->unit.n && x->unit.v[lo] == unit);
+    return x->win.v[lo];
 }
 
 /* ---- step builders ---- */
@@ -119,7 +117,7 @@ static int same_dims(const pl_pop *y, int side, uint32_t ya, const pl_pop *x, ui
 }
 
 /* Try to make x part of y (y grows, x is dropped). */
-static int try_extend(pl_pop *y, const pl_pop *x)
+static int try_extend(pl_pop *y, const pl_pop *x, int relaxed)
 {
     if (y->code != x->code || y->sym != x->sym) return 0;
     /* contiguous append: one-dim on both sides, x starts where y ends */
@@ -159,10 +157,13 @@ static int try_extend(pl_pop *y, const pl_pop *x)
             break;
         }
         delta[s] = (int64_t)(b->offset - a->offset);
+        /* side 0 is the one read: with strided reads it may step by less than its span (even 0) */
+        int loose = relaxed && s == 0;
         if (side_is_staging(y, s)) {
             dl = x->item - y->item;
-            if (dl < 0 || (dl == 0 && (delta[s] <= 0 || (uint64_t)delta[s] < desc_span(a)))) ok = 0;
-        } else if (delta[s] <= 0 || (uint64_t)delta[s] < desc_span(a)) {
+            if (dl < 0 || (dl == 0 && (delta[s] < 0 || (!loose && (delta[s] == 0 || (uint64_t)delta[s] < desc_span(a))))))
+                ok = 0;
+        } else if (delta[s] < 0 || (!loose && (delta[s] == 0 || (uint64_t)delta[s] < desc_span(a)))) {
             ok = 0;
         }
     }
@@ -188,9 +189,9 @@ static void add_pop(pl_ctx *c, uint32_t sbid, const pl_pop *x)
     int created;
     uint64_t *e = pl_map_put(&c->merge, k0, k1, &created);
     uint32_t cur = (uint32_t)(*e & 0xffffffffu), prev = (uint32_t)(*e >> 32);
-    if (cur && try_extend(&b->pops.v[cur - 1], x)) return;
+    if (cur && try_extend(&b->pops.v[cur - 1], x, c->o->strided_reads)) return;
     if (cur) {
-        if (prev && try_extend(&b->pops.v[prev - 1], &b->pops.v[cur - 1])) b->pops.v[cur - 1].dead = 1;
+        if (prev && try_extend(&b->pops.v[prev - 1], &b->pops.v[cur - 1], c->o->strided_reads)) b->pops.v[cur - 1].dead = 1;
         else prev = cur;
     }
     rs_vec_push(&b->pops, *x);
@@ -206,16 +207,19 @@ static void close_merges(pl_ctx *c)
         uint32_t sbid = (uint32_t)(m->k[2 * i] >> 8);
         uint32_t cur = (uint32_t)(m->v[i] & 0xffffffffu), prev = (uint32_t)(m->v[i] >> 32);
         pl_stepb *b = &c->steps.v[sbid];
-        if (cur && prev && try_extend(&b->pops.v[prev - 1], &b->pops.v[cur - 1])) b->pops.v[cur - 1].dead = 1;
+        if (cur && prev && try_extend(&b->pops.v[prev - 1], &b->pops.v[cur - 1], c->o->strided_reads))
+            b->pops.v[cur - 1].dead = 1;
     }
     pl_map_free(m);
 }
 
 /* ---- segments ---- */
 
-static uint32_t seg_new(pl_ctx *c, uint8_t lane, uint32_t s, uint32_t r, uint32_t round, uint32_t fset,
-                        int direct, uint32_t tensor)
+static uint32_t seg_new(pl_ctx *c, uint32_t flow, uint32_t round, int direct, uint32_t tensor)
 {
+    const pl_flow *fl = &c->flows.v[flow];
+    uint32_t s = fl->s, r = fl->r, fset = fl->fset & 0x7fffffffu; /* the flow's key without the class bit */
+    uint8_t lane = fl->lane;
     pl_seg g;
     memset(&g, 0, sizeof g);
     g.s = s;
@@ -290,20 +294,21 @@ static void set_staging(pl_pop *p, int side, uint32_t item, uint64_t off, uint64
 }
 
 typedef struct {
-    pl_bmap sm, dm;
+    const pl_bmap *sm, *dm;
     uint32_t sloc;        /* source binding on the sender */
     uint32_t dloc;        /* destination binding on the receiver */
     uint32_t nf;
     const uint32_t *f;
     uint32_t floc[64];
     uint32_t *flocs;
+    uint32_t win; /* the sender's window of this part's source unit */
 } chunk_env;
 
 static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_env *E, const int64_t *lo,
                       const int64_t *hi)
 {
     rs_desc sd, dd;
-    if (pl_bmap_desc(&E->sm, lo, hi, &sd) != 1 || pl_bmap_desc(&E->dm, lo, hi, &dd) != 1)
+    if (pl_bmap_desc(E->sm, lo, hi, &sd) != 1 || pl_bmap_desc(E->dm, lo, hi, &dd) != 1)
         rs_die("chunk does not map to one region");
     uint64_t bytes = pl_box_elems(cell->ndim, lo, hi) * cell->es;
     c->st->chunks++;
@@ -318,11 +323,8 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
         return 0;
     }
     uint8_t lane = p->kind == PL_NET ? RS_LANE_NET : RS_LANE_NVL;
-    pl_sender *S = &c->snd[p->s];
-    while (S->cursor < S->tb.n && (uint32_t)(S->tb.v[S->cursor] >> 40) < cell->tensor) S->cursor++;
-    rs_assert(S->cursor < S->tb.n && (uint32_t)(S->tb.v[S->cursor] >> 40) == cell->tensor);
-    uint32_t w = S->win.v[S->cursor];
-    uint32_t fi = flow_get(c, lane, p->s, p->r, 0);
+    uint32_t w = E->win;
+    uint32_t fi = flow_get(c, lane, p->s, p->r, p->key, 0);
     uint32_t wi = c->flows.v[fi].win_base + w;
     uint64_t off = c->fw_base[wi] + c->fw_run[wi];
     c->fw_run[wi] += bytes;
@@ -348,16 +350,21 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
 
     uint32_t gid;
     if (direct) {
-        gid = seg_new(c, lane, p->s, p->r, k, p->fset, 1, cell->tensor);
+        gid = seg_new(c, fi, k, 1, cell->tensor);
     } else {
-        int created;
-        uint64_t *v = pl_map_put(&c->seg_index, (uint64_t)lane << 62 | (uint64_t)p->s << 32 | p->r,
-                                 (uint64_t)k << 32 | p->fset, &created);
-        if (created) *v = seg_new(c, lane, p->s, p->r, k, p->fset, 0, cell->tensor);
-        gid = (uint32_t)*v;
+        /* segments were laid out before this pass (seg_precreate); a spilled chunk may need a new one */
+        uint64_t *v = pl_map_get(&c->seg_index, fi, k);
+        if (!v) {
+            uint32_t id = seg_new(c, fi, k, 0, cell->tensor);
+            *pl_map_put(&c->seg_index, fi, k, NULL) = id;
+            gid = id;
+        } else {
+            gid = (uint32_t)*v;
+        }
     }
     pl_seg *g = &c->segs.v[gid];
-    if (g->tensor != cell->tensor) g->tensor = RS_NONE;
+    if (g->bytes == 0) g->tensor = cell->tensor;
+    else if (g->tensor != cell->tensor) g->tensor = RS_NONE;
     uint64_t y = g->bytes;
     g->bytes += bytes;
     if (zc_src) {
@@ -405,7 +412,7 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
 static int emit_aligned(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_env *E, const int64_t *lo,
                         const int64_t *hi)
 {
-    if (E->sm.simple && E->dm.simple) return emit_chunk(c, cell, p, E, lo, hi);
+    if (E->sm->simple && E->dm->simple) return emit_chunk(c, cell, p, E, lo, hi);
     rs_vec(int64_t) stack = {0}; /* boxes: lo[PL_ND] then hi[PL_ND]; the top is processed next */
     rs_vec_reserve(&stack, 2 * PL_ND);
     memcpy(stack.v, lo, PL_ND * sizeof *lo);
@@ -419,7 +426,7 @@ static int emit_aligned(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_
         memcpy(h, stack.v + stack.n + PL_ND, sizeof h);
         uint32_t d;
         int64_t cut;
-        if (!pl_bmap_cut(&E->sm, l, h, &d, &cut) && !pl_bmap_cut(&E->dm, l, h, &d, &cut)) {
+        if (!pl_bmap_cut(E->sm, l, h, &d, &cut) && !pl_bmap_cut(E->dm, l, h, &d, &cut)) {
             rc = emit_chunk(c, cell, p, E, l, h);
             continue;
         }
@@ -438,6 +445,17 @@ static int emit_aligned(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_
     return rc;
 }
 
+/* The buffer map of a block (slot, mesh base), built once per tensor. NULL when the block does not fill its box. */
+static const pl_bmap *bmap_cached(pl_ctx *c, uint32_t slot, uint32_t base, const int64_t *lo, const int64_t *hi)
+{
+    uint64_t *v = pl_map_get(&c->tcache, 3, (uint64_t)slot << 32 | base);
+    if (v) return (const pl_bmap *)(uintptr_t)*v;
+    pl_bmap *m = pl_alloc(&c->ar, sizeof *m);
+    if (pl_bmap_build(c->L, c->t->piece_begin + slot, lo, hi, m)) return NULL;
+    *pl_map_put(&c->tcache, 3, (uint64_t)slot << 32 | base, NULL) = (uint64_t)(uintptr_t)m;
+    return m;
+}
+
 static int part_pass3(pl_ctx *c, const pl_cell *cell, const pl_part *p)
 {
     const rs_layout *L = c->L;
@@ -452,12 +470,19 @@ static int part_pass3(pl_ctx *c, const pl_cell *cell, const pl_part *p)
     int64_t slo[PL_ND], shi[PL_ND];
     pl_block_of(c, p->sslot, cell->cover_ks[ci], slo, shi);
     uint32_t sgi = c->t->piece_begin + p->sslot, dgi = c->t->piece_begin + cell->dslot;
-    if (pl_bmap_build(L, sgi, slo, shi, &E.sm))
+    uint32_t sbase = c->tp[p->sslot].pin_base;
+    for (uint32_t d = 0; d < cell->ndim; d++) sbase += c->tp[p->sslot].lin[d][cell->cover_ks[ci][d]];
+    const pl_bmap *sm = bmap_cached(c, p->sslot, sbase, slo, shi);
+    if (!sm)
         return pl_fail(c, sgi, "tensor '%s': a block does not fill its box in buffer '%s' (element counts differ)",
                        c->t->name, L->buffers[L->pieces[sgi].buffer].name);
-    if (pl_bmap_build(L, dgi, cell->dlo, cell->dhi, &E.dm))
+    const pl_bmap *dm = bmap_cached(c, cell->dslot, cell->dbase, cell->dlo, cell->dhi);
+    if (!dm)
         return pl_fail(c, dgi, "tensor '%s': a block does not fill its box in buffer '%s' (element counts differ)",
                        c->t->name, L->buffers[L->pieces[dgi].buffer].name);
+    E.sm = sm;
+    E.dm = dm;
+    if (p->kind != PL_LOCAL) E.win = sender_window(c, p->s, sgi);
     E.sloc = pl_binding(c, p->s, L->pieces[sgi].buffer);
     E.dloc = pl_binding(c, p->r, L->pieces[dgi].buffer);
     rs_assert(E.sloc != RS_NONE && E.dloc != RS_NONE);
@@ -496,18 +521,20 @@ int pl_do_part(pl_ctx *c, const pl_cell *cell, const pl_part *p)
     if (p->kind == PL_LOCAL) return c->pass == 3 ? part_pass3(c, cell, p) : 0;
     uint8_t lane = p->kind == PL_NET ? RS_LANE_NET : RS_LANE_NVL;
     if (c->pass == 1) {
-        if (p->s == RS_NONE) return 0; /* several holders: after LPT */
-        sender_add(c, p->s, cell->tensor, p->bytes);
-        flow_get(c, lane, p->s, p->r, 1);
+        if (p->s == RS_NONE) {
+            /* several holders: the sender is chosen after pass 1 (LPT); its unit then is the piece it
+             * holds: remember where the tensor's pieces begin */
+            c->lpt.v[c->lpt.n - 1].unit = c->t->piece_begin;
+            return 0;
+        }
+        sender_add(c, p->s, c->t->piece_begin + p->sslot, p->bytes);
+        flow_get(c, lane, p->s, p->r, p->key, 1);
         return 0;
     }
     if (c->pass == 2) {
         if (lane == RS_LANE_NET) c->st->rank_net_out[p->s] += p->bytes;
-        pl_sender *S = &c->snd[p->s];
-        while (S->cursor < S->tb.n && (uint32_t)(S->tb.v[S->cursor] >> 40) < cell->tensor) S->cursor++;
-        rs_assert(S->cursor < S->tb.n && (uint32_t)(S->tb.v[S->cursor] >> 40) == cell->tensor);
-        uint32_t fi = flow_get(c, lane, p->s, p->r, 0);
-        c->fw_bytes[c->flows.v[fi].win_base + S->win.v[S->cursor]] += p->bytes;
+        uint32_t fi = flow_get(c, lane, p->s, p->r, p->key, 0);
+        c->fw_bytes[c->flows.v[fi].win_base + sender_window(c, p->s, c->t->piece_begin + p->sslot)] += p->bytes;
         return 0;
     }
     return part_pass3(c, cell, p);
@@ -520,93 +547,138 @@ static int flow_cmp_ctx(const void *a, const void *b, void *ctx)
     const pl_flow *f = ctx;
     const pl_flow *x = &f[*(const uint32_t *)a], *y = &f[*(const uint32_t *)b];
     if (x->r != y->r) return x->r < y->r ? -1 : 1;
-    return x->lane < y->lane ? -1 : x->lane > y->lane;
+    if (x->lane != y->lane) return x->lane < y->lane ? -1 : 1;
+    return x->fset < y->fset ? -1 : x->fset > y->fset;
+}
+
+typedef struct {
+    uint32_t unit;
+    uint64_t bytes;
+} unit_rec;
+
+static int unit_cmp(const void *a, const void *b)
+{
+    const unit_rec *x = a, *y = b;
+    return x->unit < y->unit ? -1 : x->unit > y->unit;
 }
 
 void pl_after_pass1(pl_ctx *c)
 {
-    /* sender lists: tensor-ordered entries (tensor << 40 | bytes would cap bytes; entries carry the tensor
-     * in the high 24 bits and an index into a bytes array would be cleaner, but per-sender bytes per tensor
-     * stay far below 2^40 B; checked) */
-    if (c->lpt.n) {
-        tb_rec *add = rs_xmalloc(c->lpt.n * sizeof *add);
-        for (size_t i = 0; i < c->lpt.n; i++) {
-            const pl_lpt *q = &c->lpt.v[i];
-            uint32_t s = c->lpt_choice[q->seq];
-            add[i] = (tb_rec){s, q->tensor, q->bytes};
-            flow_get(c, RS_LANE_NET, s, q->r, 1);
-        }
-        qsort(add, c->lpt.n, sizeof *add, tb_cmp);
-        for (size_t i = 0; i < c->lpt.n;) {
-            uint32_t s = add[i].s;
-            size_t j = i;
-            while (j < c->lpt.n && add[j].s == s) j++;
-            pl_sender *x = &c->snd[s];
-            rs_vec(uint64_t) merged = {0};
-            size_t a = 0, b = i;
-            while (a < x->tb.n || b < j) {
-                uint32_t ta = a < x->tb.n ? (uint32_t)(x->tb.v[a] >> 40) : UINT32_MAX;
-                uint32_t tbb = b < j ? add[b].tensor : UINT32_MAX;
-                uint32_t t = ta < tbb ? ta : tbb;
-                uint64_t bytes = 0;
-                while (a < x->tb.n && (uint32_t)(x->tb.v[a] >> 40) == t) bytes += x->tb.v[a++] & ((1ull << 40) - 1);
-                while (b < j && add[b].tensor == t) bytes += add[b++].bytes;
-                if (bytes >= (1ull << 40)) rs_die("a sender sends 1 TiB or more of one tensor");
-                rs_vec_push(&merged, (uint64_t)t << 40 | bytes);
-            }
-            rs_vec_free(&x->tb);
-            x->tb.v = merged.v;
-            x->tb.n = merged.n;
-            x->tb.cap = merged.cap;
-            x->win.n = 0;
-            for (size_t q = 0; q < x->tb.n; q++) rs_vec_push(&x->win, 0);
-            i = j;
-        }
-        free(add);
+    /* parts with several holders: their chosen senders now send them */
+    for (size_t i = 0; i < c->lpt.n; i++) {
+        const pl_lpt *q = &c->lpt.v[i];
+        uint32_t s = c->lpt_choice[q->seq], n;
+        const uint32_t *cand = pl_intern_list(&c->cands, q->cand, &n);
+        uint32_t slot = RS_NONE;
+        for (uint32_t k = 0; k < n / 2; k++)
+            if (cand[2 * k] == s) slot = cand[2 * k + 1];
+        rs_assert(slot != RS_NONE);
+        sender_add(c, s, q->unit + slot, q->bytes);
+        flow_get(c, RS_LANE_NET, s, q->r, q->fset, 1);
     }
     /* flows per sender, by receiver */
     for (size_t f = 0; f < c->flows.n; f++) rs_vec_push(&c->snd[c->flows.v[f].s].flows, (uint32_t)f);
     uint32_t nfw = 0;
+    rs_vec(unit_rec) tmp = {0};
     for (uint32_t s = 0; s < c->world; s++) {
         pl_sender *x = &c->snd[s];
         if (!x->flows.n) continue;
         qsort_r(x->flows.v, x->flows.n, sizeof *x->flows.v, flow_cmp_ctx, c->flows.v);
-        x->total = 0;
-        for (size_t q = 0; q < x->tb.n; q++) {
-            uint64_t b = x->tb.v[q] & ((1ull << 40) - 1);
-            if (b >= (1ull << 40) - 1) rs_die("a sender sends 1 TiB or more of one tensor");
-            x->total += b;
+        /* units sorted, duplicates added up */
+        tmp.n = 0;
+        for (size_t q = 0; q < x->unit.n; q++) {
+            unit_rec u = {x->unit.v[q], x->ubytes.v[q]};
+            rs_vec_push(&tmp, u);
         }
-        /* windows: a round covers about sqrt-balanced tiles of (tensors x receivers) */
+        if (tmp.n > 1) qsort(tmp.v, tmp.n, sizeof *tmp.v, unit_cmp);
+        x->unit.n = x->ubytes.n = 0;
+        x->total = 0;
+        for (size_t q = 0; q < tmp.n; q++) {
+            x->total += tmp.v[q].bytes;
+            if (x->unit.n && x->unit.v[x->unit.n - 1] == tmp.v[q].unit) {
+                x->ubytes.v[x->ubytes.n - 1] += tmp.v[q].bytes;
+                continue;
+            }
+            rs_vec_push(&x->unit, tmp.v[q].unit);
+            rs_vec_push(&x->ubytes, tmp.v[q].bytes);
+        }
+        /* windows: contiguous runs of units of about equal bytes, so that a round moves a tile of
+         * (units x receivers) of balanced sides: W ~ sqrt(units x rounds / receivers) */
         double rounds = (double)x->total / (double)c->cs;
-        double nb = (double)x->tb.n, nr = (double)x->flows.n;
+        double nb = (double)x->unit.n, nr = (double)x->flows.n;
         uint32_t W = 1;
         if (rounds > 1) {
             double w = 0;
             for (double g = 1; g * g <= nb * rounds / nr + 0.25 && g <= nb; g++) w = g;
             W = w < 1 ? 1 : (uint32_t)w;
         }
+        x->win.n = 0;
         uint64_t cum = 0;
         uint32_t maxw = 0;
-        for (size_t q = 0; q < x->tb.n; q++) {
+        for (size_t q = 0; q < x->unit.n; q++) {
             uint32_t wq = x->total ? (uint32_t)((__uint128_t)cum * W / x->total) : 0;
             if (wq >= W) wq = W - 1;
-            x->win.v[q] = wq;
+            rs_vec_push(&x->win, wq);
             if (wq > maxw) maxw = wq;
-            cum += x->tb.v[q] & ((1ull << 40) - 1);
+            cum += x->ubytes.v[q];
         }
         x->nwin = maxw + 1;
         for (size_t q = 0; q < x->flows.n; q++) {
             c->flows.v[x->flows.v[q]].win_base = nfw;
             nfw += x->nwin;
         }
-        x->cursor = 0;
     }
+    rs_vec_free(&tmp);
     c->nfw = nfw;
     c->fw_bytes = rs_xcalloc(nfw + 1, sizeof *c->fw_bytes);
     c->fw_base = rs_xcalloc(nfw + 1, sizeof *c->fw_base);
     c->fw_run = rs_xcalloc(nfw + 1, sizeof *c->fw_run);
     c->last_flow_key = 0;
+}
+
+/* Create the coalesced segments of every (flow, round) the senders' streams give, sorted by (round, kind
+ * (forward set and class), sender, receiver): then every step's out list runs by kind and receiver and
+ * its in lists by kind and sender, so the packs of one buffer for consecutive receivers, and the unpacks
+ * of consecutive senders into one stacked buffer, are consecutive equally sized items that merge into
+ * one op each. */
+typedef struct {
+    uint32_t k, key, s, r, flow;
+} pre_rec;
+
+static int pre_cmp(const void *a, const void *b)
+{
+    const pre_rec *x = a, *y = b;
+    if (x->k != y->k) return x->k < y->k ? -1 : 1;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    if (x->s != y->s) return x->s < y->s ? -1 : 1;
+    if (x->r != y->r) return x->r < y->r ? -1 : 1;
+    return x->flow < y->flow ? -1 : x->flow > y->flow;
+}
+
+static void seg_precreate(pl_ctx *c)
+{
+    rs_vec(pre_rec) v = {0};
+    for (uint32_t s = 0; s < c->world; s++) {
+        const pl_sender *x = &c->snd[s];
+        for (size_t q = 0; q < x->flows.n; q++) {
+            const pl_flow *f = &c->flows.v[x->flows.v[q]];
+            for (uint32_t w = 0; w < x->nwin; w++) {
+                uint64_t b = c->fw_base[f->win_base + w], n = c->fw_bytes[f->win_base + w];
+                if (!n) continue;
+                for (uint64_t k = b / c->cs; k <= (b + n - 1) / c->cs; k++) {
+                    pre_rec r = {(uint32_t)k, f->fset, s, f->r, x->flows.v[q]};
+                    rs_vec_push(&v, r);
+                }
+            }
+        }
+    }
+    if (v.n > 1) qsort(v.v, v.n, sizeof *v.v, pre_cmp);
+    for (size_t i = 0; i < v.n; i++) {
+        if (i && v.v[i].flow == v.v[i - 1].flow && v.v[i].k == v.v[i - 1].k) continue;
+        uint32_t id = seg_new(c, v.v[i].flow, v.v[i].k, 0, RS_NONE);
+        *pl_map_put(&c->seg_index, v.v[i].flow, v.v[i].k, NULL) = id;
+    }
+    rs_vec_free(&v);
 }
 
 void pl_after_pass2(pl_ctx *c)
@@ -617,7 +689,6 @@ void pl_after_pass2(pl_ctx *c)
     uint32_t ord = 0;
     for (uint32_t s = 0; s < c->world; s++) {
         pl_sender *x = &c->snd[s];
-        x->cursor = 0;
         if (!x->flows.n) continue;
         uint32_t nr = (uint32_t)x->flows.n;
         uint32_t phi = (uint32_t)((uint64_t)ord * nr / nsenders);
@@ -635,6 +706,7 @@ void pl_after_pass2(pl_ctx *c)
     c->local_step = rs_xmalloc(c->world * sizeof *c->local_step);
     for (uint32_t r = 0; r < c->world; r++) c->local_step[r] = RS_NONE;
     c->usage = rs_xcalloc(c->world, sizeof *c->usage);
+    seg_precreate(c);
 }
 
 /* ---- finalize: staging layout, messages, waits, resolved ops ---- */
@@ -672,8 +744,13 @@ static uint64_t item_base(const pl_ctx *c, const pl_stepb *b, int out, int64_t i
     return c->segs.v[it >> 1].rbase;
 }
 
-static void desc_check_ok(const rs_desc *d, int *ok)
+static void desc_check_ok(const rs_desc *d, int *ok, int loose)
 {
+    if (loose) {
+        for (uint32_t i = 0; i + 1 < d->ndim; i++)
+            if (d->count[i] > 1 && (int64_t)d->stride[i] < 0) *ok = 0;
+        return;
+    }
     uint64_t span = d->count[d->ndim - 1];
     for (int i = (int)d->ndim - 2; i >= 0; i--) {
         if (d->count[i] > 1) {
@@ -722,7 +799,7 @@ static void resolve(const pl_ctx *c, const pl_stepb *b, const pl_pop *p, prog_ou
         q.d[side].offset = b0 + d->offset;
         q.sym = 0;
         int ok = 1;
-        desc_check_ok(&q.d[side], &ok);
+        desc_check_ok(&q.d[side], &ok, c->o->strided_reads && side == 0);
         rs_assert(ok);
         put_op(o, &q);
         return;
@@ -762,7 +839,7 @@ static void resolve(const pl_ctx *c, const pl_stepb *b, const pl_pop *p, prog_ou
         memset(q.dl, 0, sizeof q.dl);
         q.d[side].offset = b0 + d->offset;
         q.sym = 0;
-        desc_check_ok(&q.d[side], &ok);
+        desc_check_ok(&q.d[side], &ok, c->o->strided_reads && side == 0);
         if (ok) {
             put_op(o, &q);
             return;
@@ -788,83 +865,45 @@ static void resolve(const pl_ctx *c, const pl_stepb *b, const pl_pop *p, prog_ou
     }
 }
 
-/* Lay out one step's out and in lists from `base`; returns the end. */
+/* Lay out one step's out and in lists from `at`, in list order (segments were created sorted by
+ * (round, forward set and class, sender, receiver), so a list's items of one kind are consecutive and
+ * follow peer order); returns the end. Every segment is its own message. */
 static uint64_t layout_step(pl_ctx *c, pl_stepb *b, uint64_t at)
 {
-    /* out: coalesced segments of one message together (in list order), others alone */
     for (size_t i = 0; i < b->out.n; i++) {
         pl_seg *g = &c->segs.v[b->out.v[i]];
-        if (g->zc_src || g->sbase != UINT64_MAX) continue;
-        if (g->direct) {
-            g->sbase = at;
-            at = align_up(at + g->bytes);
-            continue;
-        }
+        if (g->zc_src || g->sbase != UINT64_MAX || !g->bytes) continue;
         g->sbase = at;
-        at += g->bytes;
-        for (size_t j = i + 1; j < b->out.n; j++) {
-            pl_seg *h = &c->segs.v[b->out.v[j]];
-            if (!h->direct && h->r == g->r && h->sbase == UINT64_MAX) {
-                h->sbase = at;
-                at += h->bytes;
-            }
-        }
-        at = align_up(at);
+        at = align_up(at + g->bytes);
     }
     for (size_t i = 0; i < b->in.n; i++) {
         uint64_t it = b->in.v[i];
         if (it & 1) {
             pl_inst *in = &c->insts.v[it >> 1];
-            if (in->zc) continue;
+            if (in->zc || !c->segs.v[in->seg].bytes) continue;
             in->base = at;
             at = align_up(at + c->segs.v[in->seg].bytes);
             continue;
         }
         pl_seg *g = &c->segs.v[it >> 1];
-        if ((g->zc_dst && !g->ninst) || g->rbase != UINT64_MAX) continue;
-        if (g->direct) {
-            g->rbase = at;
-            at = align_up(at + g->bytes);
-            continue;
-        }
+        if ((g->zc_dst && !g->ninst) || g->rbase != UINT64_MAX || !g->bytes) continue;
         g->rbase = at;
-        at += g->bytes;
-        for (size_t j = i + 1; j < b->in.n; j++) {
-            if (b->in.v[j] & 1) continue;
-            pl_seg *h = &c->segs.v[b->in.v[j] >> 1];
-            if (!h->direct && h->s == g->s && h->rbase == UINT64_MAX) {
-                h->rbase = at;
-                at += h->bytes;
-            }
-        }
-        at = align_up(at);
+        at = align_up(at + g->bytes);
     }
     return at;
 }
 
-/* Messages of a step: sends and receives (coalesced ones per peer, single segments, forwards). */
+/* Messages of a step: one per segment (zero-copy ones from / into their buffers), forwards of the
+ * segments received in the same round's NET step, forwarded instances received. Each side sorts by
+ * (peer, segment): the k-th send to a peer matches the k-th receive from it. */
 static void step_msgs(pl_ctx *c, const pl_stepb *b, const pl_stepb *fwd_from, msg_vec *snd, msg_vec *rcv)
 {
     snd->n = rcv->n = 0;
     for (size_t i = 0; i < b->out.n; i++) {
         const pl_seg *g = &c->segs.v[b->out.v[i]];
-        if (g->direct) {
-            msg m = {g->r, 1, b->out.v[i], g->zc_src ? g->src_loc : RS_LOC_STAGING, g->zc_src ? g->src_off : g->sbase,
-                     g->bytes, g->tensor};
-            rs_vec_push(snd, m);
-            continue;
-        }
-        /* the coalesced message to g->r: first segment found starts it */
-        size_t k = 0;
-        for (; k < snd->n; k++)
-            if (snd->v[k].peer == g->r && snd->v[k].kind == 0) break;
-        if (k == snd->n) {
-            msg m = {g->r, 0, 0, RS_LOC_STAGING, g->sbase, 0, g->tensor};
-            rs_vec_push(snd, m);
-        }
-        if (snd->v[k].tensor != g->tensor) snd->v[k].tensor = RS_NONE;
-        snd->v[k].bytes += g->bytes;
-        if (g->sbase < snd->v[k].off) snd->v[k].off = g->sbase;
+        msg m = {g->r, 0, b->out.v[i], g->zc_src ? g->src_loc : RS_LOC_STAGING, g->zc_src ? g->src_off : g->sbase,
+                 g->bytes, g->tensor};
+        rs_vec_push(snd, m);
     }
     if (fwd_from) {
         for (size_t i = 0; i < fwd_from->in.n; i++) {
@@ -873,7 +912,7 @@ static void step_msgs(pl_ctx *c, const pl_stepb *b, const pl_stepb *fwd_from, ms
             const pl_seg *g = &c->segs.v[it >> 1];
             for (uint32_t q = 0; q < g->ninst; q++) {
                 const pl_inst *in = &c->insts.v[g->inst + q];
-                msg m = {in->f, 1, in->seg, RS_LOC_STAGING, g->rbase, g->bytes, g->tensor};
+                msg m = {in->f, 0, in->seg, RS_LOC_STAGING, g->rbase, g->bytes, g->tensor};
                 rs_vec_push(snd, m);
             }
         }
@@ -883,29 +922,16 @@ static void step_msgs(pl_ctx *c, const pl_stepb *b, const pl_stepb *fwd_from, ms
         if (it & 1) {
             const pl_inst *in = &c->insts.v[it >> 1];
             const pl_seg *g = &c->segs.v[in->seg];
-            msg m = {g->r, 1, in->seg, in->zc ? in->dst_loc : RS_LOC_STAGING, in->zc ? in->dst_off : in->base, g->bytes,
+            msg m = {g->r, 0, in->seg, in->zc ? in->dst_loc : RS_LOC_STAGING, in->zc ? in->dst_off : in->base, g->bytes,
                      g->tensor};
             rs_vec_push(rcv, m);
             continue;
         }
         const pl_seg *g = &c->segs.v[it >> 1];
-        if (g->direct) {
-            int zc = g->zc_dst && !g->ninst;
-            msg m = {g->s, 1, (uint32_t)(it >> 1), zc ? g->dst_loc : RS_LOC_STAGING, zc ? g->dst_off : g->rbase,
-                     g->bytes, g->tensor};
-            rs_vec_push(rcv, m);
-            continue;
-        }
-        size_t k = 0;
-        for (; k < rcv->n; k++)
-            if (rcv->v[k].peer == g->s && rcv->v[k].kind == 0) break;
-        if (k == rcv->n) {
-            msg m = {g->s, 0, 0, RS_LOC_STAGING, g->rbase, 0, g->tensor};
-            rs_vec_push(rcv, m);
-        }
-        if (rcv->v[k].tensor != g->tensor) rcv->v[k].tensor = RS_NONE;
-        rcv->v[k].bytes += g->bytes;
-        if (g->rbase < rcv->v[k].off) rcv->v[k].off = g->rbase;
+        int zc = g->zc_dst && !g->ninst;
+        msg m = {g->s, 0, (uint32_t)(it >> 1), zc ? g->dst_loc : RS_LOC_STAGING, zc ? g->dst_off : g->rbase, g->bytes,
+                 g->tensor};
+        rs_vec_push(rcv, m);
     }
     if (snd->n > 1) qsort(snd->v, snd->n, sizeof *snd->v, msg_cmp);
     if (rcv->n > 1) qsort(rcv->v, rcv->n, sizeof *rcv->v, msg_cmp);
@@ -914,6 +940,7 @@ static void step_msgs(pl_ctx *c, const pl_stepb *b, const pl_stepb *fwd_from, ms
 static void put_msgs(prog_out *o, const msg_vec *v, int code)
 {
     for (size_t i = 0; i < v->n; i++) {
+        if (!v->v[i].bytes) continue; /* a segment laid out ahead whose chunks all went elsewhere */
         rs_op op;
         memset(&op, 0, sizeof op);
         op.code = (uint8_t)code;
@@ -1021,19 +1048,25 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
                 int forwards = 0;
                 if (fwd)
                     for (size_t i = 0; i < fwd->in.n && !forwards; i++)
-                        if (!(fwd->in.v[i] & 1) && c->segs.v[fwd->in.v[i] >> 1].ninst) forwards = 1;
+                        if (!(fwd->in.v[i] & 1) && c->segs.v[fwd->in.v[i] >> 1].ninst &&
+                            c->segs.v[fwd->in.v[i] >> 1].bytes)
+                            forwards = 1;
                 rs_step st;
                 memset(&st, 0, sizeof st);
                 st.lane = (uint8_t)lane;
                 st.wait_begin = (uint32_t)o.waits.n;
                 st.op_begin = (uint32_t)o.ops.n;
                 int32_t me = (int32_t)o.steps.n;
+                int32_t saved_net = last_net_waited, saved_nvl = last_nvl_waited;
                 if (k >= 0) {
                     if (lane == RS_LANE_NVL) {
                         /* fan-out waits for its round's receive; otherwise for the NET step that last used
                          * this half (round <= k - 2) */
                         int32_t w = -1;
-                        if (forwards) w = net_prog.v[k];
+                        if (forwards) {
+                            rs_assert((size_t)k < net_prog.n && net_prog.v[k] >= 0);
+                            w = net_prog.v[k];
+                        }
                         else
                             for (int32_t j = k - 2; j >= 0 && w < 0; j--)
                                 if ((size_t)j < net_prog.n && net_prog.v[j] >= 0) w = net_prog.v[j];
@@ -1060,7 +1093,13 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
                     if (!b->pops.v[i].dead && b->pops.v[i].code == RS_OP_UNPACK) resolve(c, b, &b->pops.v[i], &o);
                 st.nwaits = (uint32_t)o.waits.n - st.wait_begin;
                 st.nops = (uint32_t)o.ops.n - st.op_begin;
-                if (st.nops == 0) continue; /* nothing to do (no waits recorded either) */
+                if (st.nops == 0) {
+                    /* nothing to do: drop its waits again */
+                    o.waits.n = st.wait_begin;
+                    last_net_waited = saved_net;
+                    last_nvl_waited = saved_nvl;
+                    continue;
+                }
                 rs_vec_push(&o.steps, st);
                 if (k >= 0) {
                     __typeof__(net_prog) *pv = lane == RS_LANE_NET ? &net_prog : &nvl_prog;
@@ -1092,7 +1131,8 @@ void pl_schedule_free(pl_ctx *c)
 {
     if (c->snd) {
         for (uint32_t s = 0; s < c->world; s++) {
-            rs_vec_free(&c->snd[s].tb);
+            rs_vec_free(&c->snd[s].unit);
+            rs_vec_free(&c->snd[s].ubytes);
             rs_vec_free(&c->snd[s].win);
             rs_vec_free(&c->snd[s].flows);
         }

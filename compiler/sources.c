@@ -16,7 +16,7 @@ static uint32_t slot_of_rank(const uint32_t *cand, uint32_t n, uint32_t r)
 
 /* Network sender of a part of `bytes` for receiver r. Pass 1 records parts with several holders and
  * returns RS_NONE for them; later passes replay the LPT decision in the same order. */
-uint32_t pl_net_sender(pl_ctx *c, const pl_cell *cell, uint64_t bytes, uint32_t r, uint32_t *slot)
+uint32_t pl_net_sender(pl_ctx *c, const pl_cell *cell, uint64_t bytes, uint32_t r, uint32_t fset, uint32_t *slot)
 {
     uint32_t n;
     const uint32_t *cand = pl_intern_list(&c->cands, cell->cand, &n);
@@ -28,7 +28,7 @@ uint32_t pl_net_sender(pl_ctx *c, const pl_cell *cell, uint64_t bytes, uint32_t 
     }
     uint32_t seq = c->lpt_seq++;
     if (c->pass == 1) {
-        pl_lpt rec = {.bytes = bytes, .cand = cell->cand, .seq = seq, .tensor = cell->tensor, .r = r};
+        pl_lpt rec = {.bytes = bytes, .cand = cell->cand, .seq = seq, .unit = RS_NONE, .r = r, .fset = fset};
         rs_vec_push(&c->lpt, rec);
         *slot = RS_NONE;
         return RS_NONE;

@@ -12,12 +12,14 @@
 
 static const char stats_usage[] =
     "usage: reshardc stats PLAN [--json] [--svg FILE] [--nic-gbps X] [--nvlink-gbps X] [--hbm-gbps X]\n"
-    "                           [--latency-us X] [--bucket-bytes N] [--gb-roots K]\n"
+    "                           [--latency-us X] [--bucket-bytes N] [--gb-roots K] [--merge-net-steps]\n"
     "Prints the plan's traffic, the lower bound of its layout, its modeled time, and the modeled times\n"
     "of two baselines built from the same layout (gather-then-broadcast, direct). Bandwidths are per\n"
     "GPU per direction in Gb/s; NIC and NVLink default to the plan's topology, HBM to 24000 (3 TB/s),\n"
     "latency to 5 us per message, buckets of the baselines to 1 GiB; --gb-roots K broadcasts from K\n"
-    "training ranks instead of one (a what-if; NeMo RL uses one). See docs/cost-model.md.\n";
+    "training ranks instead of one (a what-if; NeMo RL uses one). --merge-net-steps prices the plan as if\n"
+    "each rank's NET steps were one group (a diagnostic of what step barriers cost; ignores staging).\n"
+    "See docs/cost-model.md.\n";
 
 static int parse_pos(const char *opt, const char *s, double *out)
 {
@@ -107,9 +109,9 @@ static void print_json(const rs_plan *P, const rs_cost_report *r)
     printf("{\n");
     printf("  \"world\": %u,\n  \"domains\": %u,\n", P->layout.topo.world, P->layout.topo.ndomains);
     printf("  \"params\": {\"nic_gbps\": %.12g, \"nvlink_gbps\": %.12g, \"hbm_gbps\": %.12g, \"latency_us\": %.12g, "
-           "\"bucket_bytes\": %llu, \"chunk_bytes\": %llu, \"gb_roots\": %u},\n",
+           "\"bucket_bytes\": %llu, \"chunk_bytes\": %llu, \"gb_roots\": %u, \"merge_net_steps\": %s},\n",
            p->nic_gbps, p->nvlink_gbps, p->hbm_gbps, p->latency_us, (unsigned long long)p->bucket_bytes,
-           (unsigned long long)p->chunk_bytes, p->gb_roots);
+           (unsigned long long)p->chunk_bytes, p->gb_roots, p->merge_net_steps ? "true" : "false");
     printf("  \"lower_bound_s\": %.12g,\n  \"dst_bound_s\": %.12g,\n  \"src_bound_s\": %.12g,\n", b->bound_s, b->dst_s,
            b->src_s);
     printf("  \"lower_bound_no_relay_s\": %.12g,\n  \"src_bound_no_relay_s\": %.12g,\n", b->bound_norelay_s,
@@ -189,8 +191,8 @@ static void print_text(const rs_plan *P, const rs_cost_report *r)
             printf("                 %-10s  without relays (each byte leaves the sources once per domain needing it)\n",
                    hsec(x, sizeof x, b->bound_norelay_s));
     }
-    printf("  modeled        %-10s  %.2fx the bound  [modeled]\n", hsec(x, sizeof x, r->plan.time_s),
-           ratio(r->plan.time_s, b->bound_s));
+    printf("  modeled        %-10s  %.2fx the bound  [modeled%s]\n", hsec(x, sizeof x, r->plan.time_s),
+           ratio(r->plan.time_s, b->bound_s), p->merge_net_steps ? ", NET steps merged per rank: a diagnostic" : "");
     printf("  busiest link   %s of rank %u: busy %s (%.0f%% of the modeled time)\n",
            rs_cost_link_name(r->plan.busiest_kind), r->plan.busiest_rank, hsec(x, sizeof x, r->plan.busiest_s),
            100 * ratio(r->plan.busiest_s, r->plan.time_s));
@@ -208,7 +210,7 @@ static void print_text(const rs_plan *P, const rs_cost_report *r)
 int rs_cmd_stats(int argc, char **argv)
 {
     const char *path = NULL, *svg = NULL;
-    int json = 0;
+    int json = 0, merge = 0;
     double nic = -1, nvl = -1, hbm = -1, lat = -1, bucket = -1, roots = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -227,6 +229,8 @@ int rs_cmd_stats(int argc, char **argv)
             if (parse_pos(a, argv[++i], num)) return 2;
         } else if (!strcmp(a, "--json"))
             json = 1;
+        else if (!strcmp(a, "--merge-net-steps"))
+            merge = 1;
         else if (!strcmp(a, "--svg")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "reshardc stats: --svg needs a file name\n%s", stats_usage);
@@ -267,6 +271,7 @@ int rs_cmd_stats(int argc, char **argv)
     if (lat >= 0) p.latency_us = lat;
     if (bucket > 0) p.bucket_bytes = (uint64_t)bucket;
     if (roots > 0) p.gb_roots = (uint32_t)roots;
+    p.merge_net_steps = merge;
     rs_cost_report r;
     if (rs_cost_report_build(&P, &p, &r, err, sizeof err)) {
         fprintf(stderr, "reshardc stats: %s: %s\n", path, err);

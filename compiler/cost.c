@@ -1189,22 +1189,38 @@ static int plan_all_loaded(const rs_plan *P, char *err, size_t errlen)
     return 0;
 }
 
-static int plan_to_ssim(const rs_plan *P, ssim *S, char *err, size_t errlen)
+/* merge_net (a diagnostic): every NET step of a rank becomes one group (staging ignored), NVL steps
+ * that waited for NET steps wait for it. */
+static int plan_to_ssim(const rs_plan *P, ssim *S, int merge_net, char *err, size_t errlen)
 {
     uint32_t world = P->layout.topo.world;
     S->world = world;
     S->domain_of = P->layout.topo.domain_of;
     rs_vec(xrec) sends = {0}, recvs = {0};
-    uint32_t base = 0;
+    uint32_t *sid = NULL;
+    size_t capsid = 0;
     for (uint32_t r = 0; r < world; r++) {
         const rs_rank_prog *rp = &P->ranks[r];
         uint64_t seq = 0;
+        if (rp->nsteps + 1 > capsid) {
+            capsid = 2 * (rp->nsteps + 1);
+            sid = rs_xrealloc(sid, capsid * sizeof *sid);
+        }
+        uint32_t net = RS_NONE;
         for (uint32_t si = 0; si < rp->nsteps; si++) {
             const rs_step *st = &rp->steps[si];
-            uint32_t id = ssim_step(S, r, st->lane);
-            rs_assert(id == base + si);
+            uint32_t id;
+            if (merge_net && st->lane == RS_LANE_NET) {
+                if (net == RS_NONE) net = ssim_step(S, r, RS_LANE_NET);
+                id = net;
+            } else
+                id = ssim_step(S, r, st->lane);
+            sid[si] = id;
             sstep *x = &S->steps.v[id];
-            for (uint32_t w = 0; w < st->nwaits; w++) ssim_wait(S, id, base + rp->waits[st->wait_begin + w]);
+            for (uint32_t w = 0; w < st->nwaits && !(merge_net && st->lane == RS_LANE_NET); w++) {
+                uint32_t on = sid[rp->waits[st->wait_begin + w]];
+                if (on != id) ssim_wait(S, id, on);
+            }
             for (uint32_t k = 0; k < st->nops; k++) {
                 const rs_op *op = &rp->ops[st->op_begin + k];
                 switch (op->code) {
@@ -1225,8 +1241,8 @@ static int plan_to_ssim(const rs_plan *P, ssim *S, char *err, size_t errlen)
                 }
             }
         }
-        base += rp->nsteps;
     }
+    free(sid);
     qsort(sends.v, sends.n, sizeof *sends.v, cmp_xrec);
     qsort(recvs.v, recvs.n, sizeof *recvs.v, cmp_xrec);
     int rc = 0;
@@ -1267,7 +1283,7 @@ int rs_cost_model_plan(const rs_plan *P, const rs_cost_params *p, rs_cost_sim *o
     memset(out, 0, sizeof *out);
     if (params_check(p, err, errlen) || plan_all_loaded(P, err, errlen)) return -1;
     ssim S = {0};
-    int rc = plan_to_ssim(P, &S, err, errlen);
+    int rc = plan_to_ssim(P, &S, p->merge_net_steps, err, errlen);
     if (!rc) rc = ssim_run(&S, p, out, 1, err, errlen);
     ssim_free(&S);
     return rc;

@@ -19,6 +19,7 @@ typedef struct {
     uint64_t bucket_bytes; /* baselines: tensors are sent in buckets of this many bytes, 1 GiB */
     uint64_t chunk_bytes;  /* gather-broadcast: pipeline chunk of the broadcast ring, 512 KiB */
     uint32_t gb_roots;     /* gather-broadcast: broadcast roots, 1 (NeMo RL); more is a what-if */
+    int merge_net_steps;   /* diagnostic: price the plan as if each rank's NET steps were one group */
 } rs_cost_params;
 
 /* Defaults, taking bandwidths from the topology (which may be NULL). */

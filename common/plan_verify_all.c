@@ -55,15 +55,19 @@ typedef struct {
 } vseg;
 typedef rs_vec(vseg) vseg_vec;
 
-/* staging content: bytes [start, start+len) hold the stream of desc d (over binding loc of rank src)
- * from position pos (d == NULL: bytes of the binding from offset pos) */
+/* staging content, per rank in pages of 1 MiB: each page keeps, sorted by start, the byte ranges of it
+ * that hold data: bytes [start, start + len) hold the stream of desc d (over binding loc of rank src)
+ * from position pos (d == NULL: the bytes of the binding from offset pos). */
+#define PG_SHIFT 20
 typedef struct {
-    uint64_t start, len;
-    uint32_t src, loc;
+    uint64_t start, pos;
     const rs_desc *d;
-    uint64_t pos;
-    uint32_t pri, l, r;
-} tnode;
+    uint32_t len, src, loc;
+} pent;
+typedef struct {
+    pent *v;
+    uint32_t n, cap;
+} page;
 
 typedef struct {
     uint32_t src, loc;
@@ -84,11 +88,9 @@ typedef struct {
     uint32_t nvp;
     uint32_t *vp_index;
     vbind **vb; /* [world][nbindings] */
-    /* staging content treaps */
-    rs_vec(tnode) nodes;
-    uint32_t free_list;
-    uint32_t *root; /* [world] */
-    uint32_t seed;
+    /* staging content */
+    page **pages;     /* [world][staging pages], allocated when first used */
+    uint32_t *npages; /* [world] */
     /* scratch */
     desc_vec slice_a, slice_b;
     vseg_vec ld, ls;
@@ -806,150 +808,95 @@ static int check_delivery(vctx *c, uint32_t drank, const vseg_vec *ld, uint64_t 
     return 0;
 }
 
-/* ---- staging content (treap of disjoint byte ranges) ---- */
+/* ---- staging content (pages of sorted byte ranges) ---- */
 
-static uint32_t node_new(vctx *c, const tnode *x)
+static page *page_of(vctx *c, uint32_t rank, uint64_t pg)
 {
-    uint32_t id;
-    if (c->free_list) {
-        id = c->free_list;
-        c->free_list = c->nodes.v[id].l;
-    } else {
-        id = (uint32_t)c->nodes.n;
-        tnode z;
-        memset(&z, 0, sizeof z);
-        rs_vec_push(&c->nodes, z);
+    if (!c->pages[rank]) {
+        c->npages[rank] = (uint32_t)((c->P->ranks[rank].staging_bytes >> PG_SHIFT) + 1);
+        c->pages[rank] = rs_xcalloc(c->npages[rank], sizeof(page));
     }
-    c->nodes.v[id] = *x;
-    c->seed = c->seed * 1103515245u + 12345u;
-    c->nodes.v[id].pri = c->seed >> 1;
-    c->nodes.v[id].l = c->nodes.v[id].r = 0;
-    return id;
+    rs_assert(pg < c->npages[rank]);
+    return &c->pages[rank][pg];
 }
 
-static void node_free_tree(vctx *c, uint32_t t)
+/* first entry of the page ending after x */
+static uint32_t page_find(const page *p, uint64_t x)
 {
-    while (t) {
-        node_free_tree(c, c->nodes.v[t].l);
-        uint32_t r = c->nodes.v[t].r;
-        c->nodes.v[t].l = c->free_list;
-        c->free_list = t;
-        t = r;
+    uint32_t lo = 0, hi = p->n;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (p->v[mid].start + p->v[mid].len <= x) lo = mid + 1;
+        else hi = mid;
     }
+    return lo;
 }
 
-/* split by start: < key to *a, >= key to *b */
-static void tsplit(vctx *c, uint32_t t, uint64_t key, uint32_t *a, uint32_t *b)
+static void page_put(page *p, uint32_t at, uint32_t nremove, const pent *ins, uint32_t nins)
 {
-    if (!t) {
-        *a = *b = 0;
-        return;
+    if (p->n - nremove + nins > p->cap) {
+        p->cap = (p->n - nremove + nins) * 2 + 4;
+        p->v = rs_xrealloc(p->v, p->cap * sizeof *p->v);
     }
-    tnode *n = &c->nodes.v[t];
-    if (n->start < key) {
-        uint32_t r = n->r;
-        tsplit(c, r, key, &c->nodes.v[t].r, b);
-        *a = t;
-    } else {
-        uint32_t l = n->l;
-        tsplit(c, l, key, a, &c->nodes.v[t].l);
-        *b = t;
-    }
+    memmove(p->v + at + nins, p->v + at + nremove, (p->n - at - nremove) * sizeof *p->v);
+    memcpy(p->v + at, ins, nins * sizeof *ins);
+    p->n = p->n - nremove + nins;
 }
 
-static uint32_t tmerge(vctx *c, uint32_t a, uint32_t b)
+static void tassign(vctx *c, uint32_t rank, uint64_t start, uint64_t len, const prov *pv)
 {
-    if (!a) return b;
-    if (!b) return a;
-    if (c->nodes.v[a].pri > c->nodes.v[b].pri) {
-        uint32_t r = tmerge(c, c->nodes.v[a].r, b);
-        c->nodes.v[a].r = r;
-        return a;
-    }
-    uint32_t l = tmerge(c, a, c->nodes.v[b].l);
-    c->nodes.v[b].l = l;
-    return b;
-}
-
-/* make sure no node straddles position x */
-static void tcut(vctx *c, uint32_t *root, uint64_t x)
-{
-    uint32_t t = *root, hit = 0;
-    while (t) {
-        tnode *n = &c->nodes.v[t];
-        if (x <= n->start) t = n->l;
-        else if (x >= n->start + n->len) t = n->r;
-        else {
-            hit = t;
-            break;
+    uint64_t end = start + len;
+    for (uint64_t pg = start >> PG_SHIFT; len && pg <= (end - 1) >> PG_SHIFT; pg++) {
+        page *p = page_of(c, rank, pg);
+        uint64_t x = start > pg << PG_SHIFT ? start : pg << PG_SHIFT;
+        uint64_t y = end < (pg + 1) << PG_SHIFT ? end : (pg + 1) << PG_SHIFT;
+        /* entries i..j-1 overlap [x, y): keep what sticks out on either side */
+        uint32_t i = page_find(p, x), j = i;
+        while (j < p->n && p->v[j].start < y) j++;
+        pent ins[3];
+        uint32_t ni = 0;
+        if (i < j && p->v[i].start < x) {
+            pent l = p->v[i];
+            l.len = (uint32_t)(x - l.start);
+            ins[ni++] = l;
         }
+        pent n = {x, pv->pos + (x - start), pv->d, (uint32_t)(y - x), pv->src, pv->loc};
+        ins[ni++] = n;
+        if (i < j && p->v[j - 1].start + p->v[j - 1].len > y) {
+            pent r = p->v[j - 1];
+            uint64_t e = r.start + r.len;
+            r.pos += y - r.start;
+            r.start = y;
+            r.len = (uint32_t)(e - y);
+            ins[ni++] = r;
+        }
+        page_put(p, i, j - i, ins, ni);
     }
-    if (!hit) return;
-    tnode tail = c->nodes.v[hit];
-    uint64_t k = x - tail.start;
-    c->nodes.v[hit].len = k;
-    tail.start = x;
-    tail.len -= k;
-    tail.pos += k;
-    uint32_t id = node_new(c, &tail);
-    uint32_t a, b;
-    tsplit(c, *root, x, &a, &b);
-    *root = tmerge(c, tmerge(c, a, id), b);
 }
 
-static void tassign(vctx *c, uint32_t rank, uint64_t start, uint64_t len, const prov *p)
-{
-    if (!len) return;
-    uint32_t *root = &c->root[rank];
-    tcut(c, root, start);
-    tcut(c, root, start + len);
-    uint32_t a, m, b;
-    tsplit(c, *root, start, &a, &m);
-    tsplit(c, m, start + len, &m, &b);
-    node_free_tree(c, m);
-    tnode x;
-    memset(&x, 0, sizeof x);
-    x.start = start;
-    x.len = len;
-    x.src = p->src;
-    x.loc = p->loc;
-    x.d = p->d;
-    x.pos = p->pos;
-    uint32_t id = node_new(c, &x);
-    *root = tmerge(c, tmerge(c, a, id), b);
-}
-
-static void tquery_rec(vctx *c, uint32_t t, uint64_t a, uint64_t b, prov_vec *out, uint64_t *at, int *gap)
-{
-    if (!t) return;
-    const tnode *n = &c->nodes.v[t];
-    if (n->start + n->len <= a) {
-        tquery_rec(c, n->r, a, b, out, at, gap);
-        return;
-    }
-    if (n->start >= b) {
-        tquery_rec(c, n->l, a, b, out, at, gap);
-        return;
-    }
-    tquery_rec(c, n->l, a, b, out, at, gap);
-    n = &c->nodes.v[t];
-    uint64_t s = n->start > a ? n->start : a, e = n->start + n->len < b ? n->start + n->len : b;
-    if (s != *at) *gap = 1;
-    prov p = {n->src, n->loc, n->d, n->pos + (s - n->start), e - s};
-    rs_vec_push(out, p);
-    *at = e;
-    tquery_rec(c, n->r, a, b, out, at, gap);
-}
-
-/* Content of staging [a, b) of rank: provenance pieces in order; -1 when some byte holds no data. */
+/* Content of staging [a, b) of rank: provenance pieces in order (adjacent pieces of one stream joined);
+ * -1 when some byte holds no data. */
 static int tquery(vctx *c, uint32_t rank, uint64_t a, uint64_t b, prov_vec *out)
 {
     out->n = 0;
     uint64_t at = a;
-    int gap = 0;
-    tquery_rec(c, c->root[rank], a, b, out, &at, &gap);
-    if (gap || at != b) return -1;
-    return 0;
+    for (uint64_t pg = a >> PG_SHIFT; a < b && pg <= (b - 1) >> PG_SHIFT; pg++) {
+        if (!c->pages[rank] || pg >= c->npages[rank]) return -1;
+        const page *p = &c->pages[rank][pg];
+        for (uint32_t i = page_find(p, at); i < p->n && p->v[i].start < b; i++) {
+            const pent *e = &p->v[i];
+            uint64_t s = e->start > at ? e->start : at, t = e->start + e->len < b ? e->start + e->len : b;
+            if (s != at) return -1;
+            prov q = {e->src, e->loc, e->d, e->pos + (s - e->start), t - s};
+            prov *last = out->n ? &out->v[out->n - 1] : NULL;
+            if (last && last->src == q.src && last->loc == q.loc && last->d == q.d && last->pos + last->len == q.pos)
+                last->len += q.len;
+            else
+                rs_vec_push(out, q);
+            at = t;
+        }
+    }
+    return at == b ? 0 : -1;
 }
 
 /* ---- matching ---- */
@@ -986,8 +933,14 @@ static void free_all(vctx *c, vglob *g)
         for (uint32_t r = 0; r < c->world; r++) free(c->vb[r]);
         free(c->vb);
     }
-    rs_vec_free(&c->nodes);
-    free(c->root);
+    if (c->pages) {
+        for (uint32_t r = 0; r < c->world; r++) {
+            for (uint32_t i = 0; c->pages[r] && i < c->npages[r]; i++) free(c->pages[r][i].v);
+            free(c->pages[r]);
+        }
+        free(c->pages);
+    }
+    free(c->npages);
     rs_vec_free(&c->slice_a);
     rs_vec_free(&c->slice_b);
     rs_vec_free(&c->ld);
@@ -1137,9 +1090,10 @@ static void desc_runs(const rs_desc *d, uint8_t w, uint8_t what, iv_vec *out)
     }
 }
 
+/* Appends step s's sorted staging footprint to out. */
 static void step_footprint(const rs_rank_prog *g, uint32_t s, iv_vec *out)
 {
-    out->n = 0;
+    size_t base = out->n;
     const rs_step *st = &g->steps[s];
     for (uint32_t k = 0; k < st->nops; k++) {
         const rs_op *o = &g->ops[st->op_begin + k];
@@ -1161,15 +1115,15 @@ static void step_footprint(const rs_rank_prog *g, uint32_t s, iv_vec *out)
         default: break;
         }
     }
-    if (out->n > 1) qsort(out->v, out->n, sizeof *out->v, iv_cmp);
+    if (out->n - base > 1) qsort(out->v + base, out->n - base, sizeof *out->v, iv_cmp);
 }
 
 /* within one step: writes never overlap each other, and a RECV never writes what a SEND reads */
-static int step_internal(vctx *c, uint32_t r, uint32_t s, const iv_vec *f)
+static int step_internal(vctx *c, uint32_t r, uint32_t s, const iv *fv, size_t fn)
 {
     uint64_t wend = 0, recv_end = 0, send_end = 0;
-    for (size_t i = 0; i < f->n; i++) {
-        const iv *x = &f->v[i];
+    for (size_t i = 0; i < fn; i++) {
+        const iv *x = &fv[i];
         if (x->w) {
             if (x->a < wend)
                 return vfail(c, "rank %u, step %u: staging bytes %llu.. written twice in one step", r, s,
@@ -1189,12 +1143,12 @@ static int step_internal(vctx *c, uint32_t r, uint32_t s, const iv_vec *f)
     return 0;
 }
 
-static int overlap_conflict(const iv_vec *a, const iv_vec *b, uint64_t *at)
+static int overlap_conflict(const iv *av, size_t an, const iv *bv, size_t bn, uint64_t *at)
 {
     size_t i = 0, j = 0;
     /* interval lists sorted by start; check every overlapping pair with a write (two-pointer on ends) */
-    while (i < a->n && j < b->n) {
-        const iv *x = &a->v[i], *y = &b->v[j];
+    while (i < an && j < bn) {
+        const iv *x = &av[i], *y = &bv[j];
         if (x->b <= y->a) {
             i++;
             continue;
@@ -1215,11 +1169,22 @@ static int overlap_conflict(const iv_vec *a, const iv_vec *b, uint64_t *at)
 
 static int check_races(vctx *c)
 {
-    iv_vec fa = {0}, fb = {0};
+    iv_vec fp = {0};
+    rs_vec(size_t) at = {0};
     int rc = 0;
     for (uint32_t r = 0; r < c->world && !rc; r++) {
         const rs_rank_prog *g = &c->P->ranks[r];
         if (!g->nsteps) continue;
+        /* every step's footprint, once */
+        fp.n = 0;
+        at.n = 0;
+        for (uint32_t s = 0; s < g->nsteps; s++) {
+            rs_vec_push(&at, fp.n);
+            step_footprint(g, s, &fp);
+        }
+        rs_vec_push(&at, fp.n);
+        for (uint32_t s = 0; s < g->nsteps && !rc; s++)
+            rc = step_internal(c, r, s, fp.v + at.v[s], at.v[s + 1] - at.v[s]);
         /* lane sequences and, per step, the last step of the other lane known complete before it starts */
         uint32_t *lane_idx = rs_xmalloc(g->nsteps * sizeof *lane_idx);
         int64_t *before = rs_xmalloc(g->nsteps * sizeof *before);
@@ -1235,25 +1200,20 @@ static int check_races(vctx *c)
             }
             before[s] = run[lane];
         }
-        for (uint32_t s = 0; s < g->nsteps && !rc; s++) {
-            step_footprint(g, s, &fa);
-            rc = step_internal(c, r, s, &fa);
-        }
         /* each NET step against the NVL steps that may run at the same time */
         for (size_t i = 0; i < seq[0].n && !rc; i++) {
             uint32_t s = seq[0].v[i];
             int64_t lo = before[s] + 1; /* NVL lane indices >= lo are not known to be complete */
-            step_footprint(g, s, &fa);
-            if (!fa.n) continue;
+            if (at.v[s + 1] == at.v[s]) continue;
             for (size_t j = (size_t)(lo < 0 ? 0 : lo); j < seq[1].n; j++) {
                 uint32_t t = seq[1].v[j];
                 if (before[t] >= (int64_t)i) break; /* this NVL step (and later ones) start after s */
-                step_footprint(g, t, &fb);
-                uint64_t at;
-                if (overlap_conflict(&fa, &fb, &at))
+                uint64_t x;
+                if (overlap_conflict(fp.v + at.v[s], at.v[s + 1] - at.v[s], fp.v + at.v[t], at.v[t + 1] - at.v[t], &x)) {
                     rc = vfail(c, "rank %u: steps %u (NET) and %u (NVL) may run at the same time and both touch staging byte %llu, one writing",
-                               r, s, t, (unsigned long long)at);
-                if (rc) break;
+                               r, s, t, (unsigned long long)x);
+                    break;
+                }
             }
         }
         free(lane_idx);
@@ -1261,8 +1221,8 @@ static int check_races(vctx *c)
         rs_vec_free(&seq[0]);
         rs_vec_free(&seq[1]);
     }
-    rs_vec_free(&fa);
-    rs_vec_free(&fb);
+    rs_vec_free(&fp);
+    rs_vec_free(&at);
     return rc;
 }
 
@@ -1728,7 +1688,6 @@ int rs_plan_verify_all(const rs_plan *P, char *err, size_t errlen)
     c.err = err;
     c.errlen = errlen;
     c.world = P->layout.topo.world;
-    c.seed = 12345;
     if (err && errlen) err[0] = 0;
     if (!P->ranks) return vfail(&c, "no programs");
     for (uint32_t r = 0; r < c.world; r++) {
@@ -1755,10 +1714,8 @@ int rs_plan_verify_all(const rs_plan *P, char *err, size_t errlen)
     if (!rc) rc = build_pieces(&c);
     if (!rc) rc = check_races(&c);
     if (!rc) {
-        c.root = rs_xcalloc(c.world, sizeof *c.root);
-        tnode z;
-        memset(&z, 0, sizeof z);
-        rs_vec_push(&c.nodes, z); /* node 0 is "none" */
+        c.pages = rs_xcalloc(c.world, sizeof *c.pages);
+        c.npages = rs_xcalloc(c.world, sizeof *c.npages);
         rc = simulate(&c, &G);
     }
     if (!rc) rc = coverage(&c);

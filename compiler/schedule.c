@@ -683,6 +683,38 @@ static void seg_precreate(pl_ctx *c)
 
 void pl_after_pass2(pl_ctx *c)
 {
+    /* Bytes per round of a sender's stream: a rank's staging per round carries what it sends, receives
+     * and gets forwarded; with R rounds in all, each rank's average stays at 85% of a half, so receivers
+     * fed by several senders at once rarely overflow (an overflowing chunk waits for a later round, in a
+     * segment of its own that merges with nothing). */
+    {
+        uint64_t *T = rs_xcalloc(c->world, sizeof *T);
+        uint64_t smax = 0, tmax = 0;
+        for (size_t f = 0; f < c->flows.n; f++) {
+            const pl_flow *fl = &c->flows.v[f];
+            uint64_t b = 0;
+            for (uint32_t w = 0; w < c->snd[fl->s].nwin; w++) b += c->fw_bytes[fl->win_base + w];
+            T[fl->s] += b;
+            T[fl->r] += b;
+            uint32_t nf;
+            const uint32_t *fs = pl_intern_list(&c->fsets, fl->fset & 0x7fffffffu, &nf);
+            for (uint32_t q = 0; q < nf; q++) T[fs[q]] += b;
+        }
+        for (uint32_t r = 0; r < c->world; r++) {
+            if (T[r] > tmax) tmax = T[r];
+            if (c->snd[r].total > smax) smax = c->snd[r].total;
+        }
+        free(T);
+        uint64_t room = c->half / 20 * 17;
+        uint64_t R = (smax + c->cs - 1) / c->cs;
+        uint64_t R2 = (tmax + room - 1) / room;
+        if (R2 > R) R = R2;
+        if (R && smax) {
+            uint64_t cs = (smax + R - 1) / R;
+            if (cs < c->pmax) cs = c->pmax;
+            if (cs < c->cs) c->cs = cs;
+        }
+    }
     uint32_t nsenders = 0;
     for (uint32_t s = 0; s < c->world; s++)
         if (c->snd[s].flows.n) nsenders++;

@@ -145,7 +145,6 @@ int rs_cmd_compile(int argc, char **argv)
 
     fo.defines = defs;
     fo.ndefines = ndefs;
-    if (getenv("RESHARDC_STRIDED_READS")) po.strided_reads = 1; /* experiment: needs a relaxed per-rank verifier */
     double t0 = now_s();
     rs_ir ir;
     int nerr = rs_front_load(path, &fo, &ir, stderr);

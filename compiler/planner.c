@@ -177,6 +177,42 @@ void rs_plan_opts_default(rs_plan_opts *o)
     o->zero_copy_min = 1ull << 20;
     o->fanout_split_min = 64ull << 10;
     o->verify = 1;
+    o->strided_reads = -1;
+}
+
+/* Does the per-rank verifier accept a PACK whose source steps by less than its span? (A one-rank plan
+ * with one such op.) */
+static int probe_strided_reads(void)
+{
+    rs_plan P;
+    memset(&P, 0, sizeof P);
+    uint32_t dom = 0;
+    rs_buffer b = {.name = "probe", .side = RS_SRC, .dtype = RS_DT_UINT8, .ndim = 1, .shape = {64}};
+    P.layout.topo.world = 1;
+    P.layout.topo.ndomains = 1;
+    P.layout.topo.domain_of = &dom;
+    P.layout.buffers = &b;
+    P.layout.nbuffers = 1;
+    rs_binding bind = {.buffer = 0, .ndim = 1, .shape = {64}, .bytes = 64};
+    rs_desc d[2];
+    memset(d, 0, sizeof d);
+    d[0].loc = 0;
+    d[0].ndim = 2;
+    d[0].count[0] = 2;
+    d[0].count[1] = 32;
+    d[0].stride[0] = 16; /* rows 16 bytes apart, 32 bytes each: they overlap */
+    d[0].stride[1] = 1;
+    d[1].loc = RS_LOC_STAGING;
+    d[1].ndim = 1;
+    d[1].count[0] = 64;
+    d[1].stride[0] = 1;
+    rs_op op = {.code = RS_OP_PACK, .tensor = RS_NONE, .peer = RS_NONE, .loc = RS_NONE, .src = 0, .dst = 1, .bytes = 64};
+    rs_step st = {.lane = RS_LANE_NET, .op_begin = 0, .nops = 1};
+    rs_rank_prog g = {.rank = 0, .staging_bytes = 64, .bindings = &bind, .nbindings = 1, .steps = &st, .nsteps = 1,
+                      .ops = &op, .nops = 1, .descs = d, .ndescs = 2, .loaded = 1};
+    P.ranks = &g;
+    char err[256];
+    return rs_plan_verify_rank(&P, 0, err, sizeof err) == 0;
 }
 
 void rs_plan_stats_free(rs_plan_stats *s)
@@ -235,6 +271,12 @@ int rs_planner_plan(rs_layout *L, const rs_plan_opts *o, rs_plan *out, rs_plan_s
     if (!o) {
         rs_plan_opts_default(&def);
         o = &def;
+    }
+    rs_plan_opts resolved;
+    if (o->strided_reads < 0) {
+        resolved = *o;
+        resolved.strided_reads = probe_strided_reads();
+        o = &resolved;
     }
     memset(out, 0, sizeof *out);
     if (stats) memset(stats, 0, sizeof *stats);

@@ -17,9 +17,10 @@ typedef struct {
                                   this large is split among them by bytes; smaller ones go whole; 64 KiB */
     int verify;                /* run rs_plan_verify_all before returning (default 1) */
     int strided_reads;         /* let the source side of PACK, UNPACK and COPY step through memory in any
-                                  order (stride below the span inside it, or 0): one PACK then gathers a
-                                  column block for many receivers. Needs a per-rank verifier that only
-                                  bounds source descriptors (default 0) */
+                                  order (a stride below the span inside it, or 0): one PACK then gathers a
+                                  column block for many receivers instead of one PACK per receiver. 1 on,
+                                  0 off, -1 (default): on when rs_plan_verify_rank accepts such a source
+                                  descriptor (a probe at start) */
 } rs_plan_opts;
 
 void rs_plan_opts_default(rs_plan_opts *o);

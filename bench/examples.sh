@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # examples.sh - the example-layout benchmark table of docs/benchmarks.md ("## Examples").
 # For every examples/*.layout at full size: tensors, pieces, bytes per side, world size, compile time and peak
-# memory of `reshardc LAYOUT -o plan.bin` (/usr/bin/time -v), plan.bin size, the time to load and verify one
+# memory of `reshardc LAYOUT -o plan.bin` (/usr/bin/time -v: wall and user+system CPU seconds), plan.bin size, the time to load and verify one
 # rank's program (bench/format_load: best of 5, slowest of ranks 0, world/2, world-1), and the CPU-transport
 # replay of the scaled-down copy (its `# replay-args:` line).
 #   bench/examples.sh [BUILD_DIR [EXAMPLE...]]   (default: build, all; needs reshardc, reshard-replay, format_load)
@@ -39,7 +39,8 @@ for f in "${files[@]}"; do
     if [ -n "$timev" ]; then
         ( ulimit -v "$vmem"; $timev -v "$reshardc" "$f" -o "$work/plan.bin" --quiet ) 2>"$work/time" >/dev/null || true
         wall=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$work/time")
-        secs=$(echo "$wall" | awk -F: '{ s = 0; for (i = 1; i <= NF; i++) s = s * 60 + $i; printf "%.2f s", s }')
+        cpu=$(sed -n 's/.*\(User\|System\) time (seconds): //p' "$work/time" | awk '{ s += $1 } END { printf "%.2f", s }')
+        secs=$(echo "$wall" | awk -F: -v cpu="$cpu" '{ s = 0; for (i = 1; i <= NF; i++) s = s * 60 + $i; printf "%.2f s (cpu %s)", s, cpu }')
         rss=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$work/time" | awk '{ printf "%.0f MiB", $1 / 1024 }')
     else
         t0=$(date +%s.%N)

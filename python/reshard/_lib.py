@@ -33,16 +33,17 @@ class ReshardError(RuntimeError):
         self.message = message
         self.call = call
         text = error_string(self.code)
-        super().__init__("%s%s: %s" % (call + ": " if call else "", text, message) if message else
-                         "%s%s" % (call + ": " if call else "", text))
+        if message and call and message.startswith(call + ":"):  # the library's messages often name the call
+            message = message[len(call) + 1:].lstrip()
+        head = "%s: %s" % (call, text) if call else text
+        super().__init__("%s: %s" % (head, message) if message else head)
 
 
 def error_string(code):
     """Static text of a result code (rsGetErrorString), without needing the library for the common ones."""
-    try:
-        return _load().rsGetErrorString(int(code)).decode()
-    except Exception:  # library not loadable: still say something useful
-        return RESULT_NAMES[code] if 0 <= code < len(RESULT_NAMES) else "unknown result code"
+    if _lib is not None:
+        return _lib.rsGetErrorString(int(code)).decode()
+    return RESULT_NAMES[code] if 0 <= code < len(RESULT_NAMES) else "unknown result code"  # not loaded (yet)
 
 
 # ---------------------------------------------------------------------------------------------- structs
@@ -164,7 +165,7 @@ def candidates():
     return out
 
 
-_lock = threading.Lock()
+_lock = threading.RLock()
 _lib = None
 _lib_path = None
 

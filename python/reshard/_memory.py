@@ -103,7 +103,8 @@ def memory_of(obj, nbytes=None):
             raise ValueError("read-only %s: bind a writable buffer (bytearray, numpy array) or bytes" %
                              type(obj).__name__)
         addr = ctypes.addressof(ctypes.c_char.from_buffer(mv)) if mv.nbytes else 0
-        m = Memory(addr, mv.nbytes, mv.itemsize, "", "cpu", True, type(obj).__name__)
+        untyped = mv.format in ("B", "b", "c")  # bytes: no element size to check
+        m = Memory(addr, mv.nbytes, 0 if untyped else mv.itemsize, "", "cpu", True, type(obj).__name__)
     if nbytes is not None and int(nbytes) != m.nbytes:
         raise ValueError("nbytes=%d given for %s" % (nbytes, m.describe()))
     return m

@@ -169,7 +169,10 @@ class Executor:
         between a source and a destination of the same name on this rank. The size must be the plan's exactly;
         the object is kept alive while bound."""
         b = self._resolve(key, side)
-        mem = memory_of(obj, nbytes)
+        try:
+            mem = memory_of(obj, nbytes)
+        except ValueError as e:
+            raise ReshardError(rsBindingError, "rank %d: buffer %r: %s" % (self.rank, key, e), "bind") from None
         want = "cuda" if self.transport != "cpu" else "cpu"
         if mem.device and mem.device != want:
             raise ReshardError(rsBindingError, "rank %d: %s is %s memory; the %s transport needs %s memory" % (

@@ -9,7 +9,9 @@ class RankError(RuntimeError):
 
     def __init__(self, errors):
         self.errors = errors
-        self.rank = min(errors)
+        # the cause rather than its echoes: a rank whose error is not "another rank failed / aborted"
+        causes = [r for r, e in errors.items() if getattr(e, "name", "") not in ("rsRemoteError", "rsAborted")]
+        self.rank = min(causes or errors)
         self.error = errors[self.rank]
         super().__init__("rank %d: %s: %s%s" % (self.rank, type(self.error).__name__, self.error,
                                                 " (and %d other ranks failed)" % (len(errors) - 1) if len(errors) > 1
@@ -33,5 +35,6 @@ def run_threads(nranks, fn, *args):
     for t in threads:
         t.join()
     if errors:
-        raise RankError(errors) from errors[min(errors)]
+        e = RankError(errors)
+        raise e from e.error
     return results

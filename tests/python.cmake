@@ -1,0 +1,30 @@
+# Python package tests (python/reshard over libreshard.so, CPU threads transport, numpy), the runnable examples
+# of docs/integration.md (python/examples/), and the check that the guide quotes them verbatim. Run with the
+# system python3 (/usr/bin/python3: Debian's python3-numpy), skipped (77) when numpy is missing; not registered
+# in sanitizer builds (an instrumented library cannot be loaded into a plain Python). Included by
+# tests/CMakeLists.txt.
+find_program(RS_PYTHON3 NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
+if(NOT RS_PYTHON3)
+  find_program(RS_PYTHON3 NAMES python3)
+endif()
+if(RS_PYTHON3 AND NOT RESHARD_SANITIZE AND NOT CMAKE_C_FLAGS MATCHES "-fsanitize")
+  set(RS_PY_ENV RESHARD_LIBRARY=$<TARGET_FILE:reshard> RESHARDC=$<TARGET_FILE:reshardc>
+      RESHARD_REPLAY=$<TARGET_FILE:reshard-replay> PYTHONPATH=${PROJECT_SOURCE_DIR}/python PYTHONDONTWRITEBYTECODE=1
+      RS_TEST_TMP=${CMAKE_CURRENT_BINARY_DIR}/python)
+  add_test(NAME python_reshard COMMAND ${RS_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/python/test_reshard.py)
+  add_test(NAME python_docs COMMAND ${RS_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/python/test_docs.py)
+  set_tests_properties(python_reshard python_docs PROPERTIES TIMEOUT 300 LABELS python SKIP_RETURN_CODE 77
+                       ENVIRONMENT "${RS_PY_ENV}")
+  # Every python/examples/*.py that can run here (CPU transport); the GPU ones are compiled by python_docs.
+  file(GLOB RS_PY_EXAMPLES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/python/examples/*.py)
+  list(SORT RS_PY_EXAMPLES)
+  foreach(ex ${RS_PY_EXAMPLES})
+    file(STRINGS ${ex} cpu_line REGEX "^# runs-on: cpu" LIMIT_COUNT 1)
+    if(cpu_line)
+      get_filename_component(stem ${ex} NAME_WE)
+      add_test(NAME python_example_${stem} COMMAND ${RS_PYTHON3} ${ex})
+      set_tests_properties(python_example_${stem} PROPERTIES TIMEOUT 300 LABELS python SKIP_RETURN_CODE 77
+                           WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR} ENVIRONMENT "${RS_PY_ENV}")
+    endif()
+  endforeach()
+endif()

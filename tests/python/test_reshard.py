@@ -1,0 +1,558 @@
+# test_reshard.py - the Python package (python/reshard) on the CPU threads transport, with numpy: loading,
+# buffer lists, binding (numpy, torch-like objects, raw pointers, buffers), replay with every destination element
+# checked against numpy, re-binding, binding errors, run-time errors, names helpers, handle conversions.
+# Environment: RESHARD_LIBRARY (libreshard.so), RESHARDC (reshardc), RS_TEST_TMP (scratch directory).
+# Exit 77 (skipped) when numpy is not installed.
+import ctypes
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+
+try:
+    import numpy as np
+except ImportError:
+    print("numpy is not installed for %s: skipped (apt-get install python3-numpy)" % sys.executable)
+    sys.exit(77)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+import reshard  # noqa: E402
+
+TIMEOUT_MS = 20000
+TMP = None
+PLANS = {}
+
+
+def setUpModule():
+    global TMP
+    base = os.environ.get("RS_TEST_TMP")
+    if base:
+        os.makedirs(base, exist_ok=True)
+    TMP = tempfile.mkdtemp(prefix="pytest-", dir=base)
+    reshardc = os.environ.get("RESHARDC", os.path.join(ROOT, "build", "compiler", "reshardc"))
+    for name, layout in (("tiny", "tests/consumer/tiny.layout"), ("mixed", "tests/python/mixed.layout"),
+                         ("colocated", "tests/python/colocated.layout")):
+        out = os.path.join(TMP, name + ".plan")
+        subprocess.run([reshardc, os.path.join(ROOT, layout), "-o", out], check=True, stdout=subprocess.DEVNULL)
+        PLANS[name] = out
+
+
+def replay(plan_path, arrays, nranks, timeout_ms=TIMEOUT_MS, side=None):
+    """Every rank on a thread: load its own rank, bind arrays[rank] (name -> array), run, synchronize."""
+    group = reshard.LocalGroup(nranks, timeout_ms=timeout_ms)
+    try:
+        def main(rank):
+            plan = reshard.Plan(plan_path, rank)
+            with group.executor(plan, rank) as x:
+                x.bind_all(arrays[rank], side=side)
+                x.run()
+                x.synchronize()
+                return x.stats()
+        return reshard.run_threads(nranks, main)
+    finally:
+        group.close()
+
+
+# ---- the mixed plan's data, computed with numpy --------------------------------------------------------
+A = np.arange(60, dtype=np.float32).reshape(6, 10) * 0.5 + 1
+Q = (np.arange(32, dtype=np.uint16) * 7 + 3).reshape(4, 8)      # bf16 bit patterns
+K = (np.arange(16, dtype=np.uint16) * 11 + 1000).reshape(2, 8)
+E = np.array([10, -20, 30, -40, 2 ** 40], dtype=np.int64)
+
+
+def mixed_sources():
+    return [
+        {"a": A[0:2].copy(), "q": Q.copy(), "e": E[0:2].copy()},
+        {"a": A[2:4].copy(), "k": K.copy(), "e": E[2:4].copy()},
+        {"a": A[4:6].copy(), "e": E[4:5].copy()},
+    ]
+
+
+def mixed_destinations(fill=0):
+    out = []
+    for dp in range(2):
+        for tp in range(2):
+            d = {"a": np.full((6, 5), fill, np.float32), "qk": np.full((6, 4), fill, np.uint16)}
+            if dp == 1:
+                d["e"] = np.full(5, fill, np.int64)
+            out.append(d)
+    return out
+
+
+def check_mixed(test, dsts):
+    for i, d in enumerate(dsts):
+        dp, tp = divmod(i, 2)
+        np.testing.assert_array_equal(d["a"], A[:, 5 * tp:5 * tp + 5], "rank %d a" % (3 + i))
+        np.testing.assert_array_equal(d["qk"][0:4], Q[:, 4 * tp:4 * tp + 4], "rank %d qk[q]" % (3 + i))
+        np.testing.assert_array_equal(d["qk"][4:6], K[:, 4 * tp:4 * tp + 4], "rank %d qk[k]" % (3 + i))
+        if dp == 1:
+            np.testing.assert_array_equal(d["e"], E, "rank %d e" % (3 + i))
+
+
+def on_rank(rank, fn):
+    """Run fn(executor) on rank ``rank`` of the tiny plan (CPU group of 4), the other ranks only creating their
+    executors; returns what fn returned."""
+    group = reshard.LocalGroup(4, timeout_ms=TIMEOUT_MS)
+    plan = reshard.Plan(PLANS["tiny"])
+    out = {}
+
+    def main(r):
+        with group.executor(plan, r) as x:
+            if r == rank:
+                out["result"] = fn(x)
+
+    reshard.run_threads(4, main)
+    group.close()
+    return out.get("result")
+
+
+class FakeTensor:
+    """Quacks like a torch tensor (data_ptr, element_size, numel, is_contiguous, device, dtype, shape) over a
+    numpy array, so the torch path is tested without torch."""
+
+    class _Dev:
+        def __init__(self, t):
+            self.type = t
+
+        def __str__(self):
+            return self.type
+
+    def __init__(self, arr, dtype, device="cpu", contiguous=True):
+        self.arr, self.dtype, self.device, self._c = arr, dtype, FakeTensor._Dev(device), contiguous
+        self.shape = arr.shape
+
+    def data_ptr(self):
+        return self.arr.ctypes.data
+
+    def element_size(self):
+        return self.arr.itemsize
+
+    def numel(self):
+        return self.arr.size
+
+    def is_contiguous(self):
+        return self._c
+
+
+class PlanTests(unittest.TestCase):
+    def test_info_and_buffers(self):
+        p = reshard.Plan(PLANS["mixed"])
+        self.assertEqual(p.world_size, 7)
+        self.assertIsNone(p.rank)
+        self.assertEqual(p.info.format_version[0], 1)
+        b = p.buffers(0)
+        self.assertEqual([x.name for x in b], ["a", "q", "e"])
+        self.assertEqual((b[0].side, b[0].dtype, b[0].shape, b[0].nbytes), ("source", "fp32", (2, 10), 80))
+        self.assertEqual((b[1].dtype, b[1].numpy_dtype, b[1].itemsize), ("bf16", "uint16", 2))
+        d = p.buffers(5)
+        self.assertEqual([(x.name, x.side, x.shape, x.nbytes) for x in d],
+                         [("a", "destination", (6, 5), 120), ("qk", "destination", (6, 4), 48),
+                          ("e", "destination", (5,), 40)])
+        self.assertEqual(len(p.buffers(3)), 2)
+        self.assertGreaterEqual(p.staging_bytes(0), 0)
+        with self.assertRaises(reshard.ReshardError) as cm:
+            p.buffers()  # every rank loaded: which one?
+        self.assertEqual(cm.exception.code, reshard.rsInvalidArgument)
+        p.close()
+
+    def test_per_rank_load(self):
+        p = reshard.Plan(PLANS["mixed"], 4)
+        self.assertEqual(p.rank, 4)
+        self.assertEqual([x.name for x in p.buffers()], ["a", "qk"])
+        with self.assertRaises(reshard.ReshardError) as cm:
+            p.buffers(0)
+        self.assertIn("not loaded", cm.exception.message)  # the library's message
+        all_ranks = reshard.Plan(PLANS["mixed"])
+        self.assertEqual(p.fingerprint, all_ranks.fingerprint)
+        with open(PLANS["mixed"], "rb") as f:
+            self.assertEqual(reshard.Plan(f.read(), 4).fingerprint, p.fingerprint)
+
+    def test_bad_plans(self):
+        with self.assertRaises(reshard.ReshardError) as cm:
+            reshard.Plan(os.path.join(TMP, "nonexistent.plan"), 0)
+        self.assertEqual(cm.exception.name, "rsPlanInvalid")
+        self.assertIn("nonexistent.plan", str(cm.exception))
+        with open(PLANS["tiny"], "rb") as f:
+            data = bytearray(f.read())
+        data[len(data) // 2] ^= 0xFF
+        with self.assertRaises(reshard.ReshardError) as cm:
+            reshard.Plan(bytes(data), 0)
+        self.assertEqual(cm.exception.code, reshard.rsPlanInvalid)
+        self.assertTrue(cm.exception.message)
+        with self.assertRaises(reshard.ReshardError):
+            reshard.Plan(PLANS["tiny"], 9)
+
+
+class ReplayTests(unittest.TestCase):
+    def test_tiny(self):
+        full = np.arange(32, dtype=np.float32).reshape(8, 4)
+        arrays = [{"w": full[0:4].copy()}, {"w": full[4:8].copy()}, {"w": np.zeros((8, 2), np.float32)},
+                  {"w": np.zeros((8, 2), np.float32)}]
+        stats = replay(PLANS["tiny"], arrays, 4)
+        np.testing.assert_array_equal(arrays[2]["w"], full[:, 0:2])
+        np.testing.assert_array_equal(arrays[3]["w"], full[:, 2:4])
+        self.assertEqual(stats[2].destination_bytes, 64)
+        self.assertEqual(stats[2].runs_completed, 1)
+        self.assertEqual(sum(s.bytes_sent[0] + s.bytes_sent[1] for s in stats),
+                         sum(s.bytes_received[0] + s.bytes_received[1] for s in stats))
+
+    def test_mixed_every_element(self):
+        src, dst = mixed_sources(), mixed_destinations(fill=0)
+        before = [{k: v.copy() for k, v in s.items()} for s in src]
+        replay(PLANS["mixed"], src + dst, 7)
+        check_mixed(self, dst)
+        for s, b in zip(src, before):  # sources are read-only
+            for k in s:
+                np.testing.assert_array_equal(s[k], b[k])
+
+    def test_repeated_runs_and_rebinding(self):
+        """run() is repeatable; after unbind + bind of new memory the next run fills the new arrays."""
+        src, dst = mixed_sources(), mixed_destinations(fill=7)
+        new_dst = mixed_destinations(fill=9)
+        group = reshard.LocalGroup(7, timeout_ms=TIMEOUT_MS)
+        plan = reshard.Plan(PLANS["mixed"])
+
+        def main(rank):
+            with group.executor(plan, rank) as x:
+                for b in x.buffers:
+                    x.bind(b.name, (src + dst)[rank][b.name])
+                self.assertEqual(x.unbound, [])
+                for _ in range(3):
+                    x.run()
+                    x.synchronize()
+                self.assertTrue(x.query())
+                if rank >= 3:
+                    for b in x.buffers:
+                        x.unbind(b.name)
+                    self.assertEqual(len(x.unbound), len(x.buffers))
+                    x.bind_all(new_dst[rank - 3])
+                x.run()
+                x.synchronize()
+                return x.stats().runs_completed
+
+        self.assertEqual(reshard.run_threads(7, main), [4] * 7)
+        group.close()
+        check_mixed(self, dst)
+        check_mixed(self, new_dst)
+
+    def test_bind_kinds(self):
+        """torch-like objects, raw pointers (int, (ptr, n), c_void_p) and a bytearray bind the memory they hold."""
+        full = np.arange(32, dtype=np.float32).reshape(8, 4)
+        s0, s1 = full[0:4].copy(), full[4:8].copy()
+        raw = bytearray(s1.tobytes())
+        d2, d3 = np.zeros((8, 2), np.float32), np.zeros((8, 2), np.float32)
+        group = reshard.LocalGroup(4, timeout_ms=TIMEOUT_MS)
+        plan = reshard.Plan(PLANS["tiny"])
+        objs = [FakeTensor(s0, "torch.float32"), raw, (d2.ctypes.data, d2.nbytes), d3.ctypes.data]
+
+        def main(rank):
+            with group.executor(plan, rank) as x:
+                if rank == 3:
+                    x.bind("w", ctypes.c_void_p(objs[3]), nbytes=64)
+                else:
+                    x.bind(0, objs[rank])
+                x.run()
+                x.synchronize()
+
+        reshard.run_threads(4, main)
+        group.close()
+        np.testing.assert_array_equal(d2, full[:, 0:2])
+        np.testing.assert_array_equal(d3, full[:, 2:4])
+
+    def test_colocated_sides(self):
+        full = np.arange(48, dtype=np.int32).reshape(8, 6)
+        srcs = [{"w": full[0:4].copy()}, {"w": full[4:8].copy()}]
+        dsts = [{"w": np.zeros((8, 3), np.int32)}, {"w": np.zeros((8, 3), np.int32)}]
+        group = reshard.LocalGroup(2, timeout_ms=TIMEOUT_MS)
+        plan = reshard.Plan(PLANS["colocated"])
+
+        def main(rank):
+            with group.executor(plan, rank) as x:
+                with self.assertRaises(reshard.ReshardError) as cm:
+                    x.bind("w", srcs[rank]["w"])  # a source and a destination are both called "w"
+                self.assertIn("both a source and a destination", cm.exception.message)
+                with self.assertRaises(reshard.ReshardError) as cm:
+                    x.bind_all({"w": srcs[rank]["w"]})
+                self.assertIn('side="source"', str(cm.exception))
+                x.bind_all(srcs[rank], side="source")
+                x.bind("w", dsts[rank]["w"], side="destination")
+                x.run()
+                x.synchronize()
+
+        reshard.run_threads(2, main)
+        group.close()
+        for r in range(2):
+            np.testing.assert_array_equal(dsts[r]["w"], full[:, 3 * r:3 * r + 3])
+
+
+class BindingErrorTests(unittest.TestCase):
+    """Each binding error raises at the call, with a message; the executor stays usable afterwards."""
+
+    def setUp(self):
+        self.plan = reshard.Plan(PLANS["mixed"], 5)
+
+    @staticmethod
+    def errors_on(rank, fn):
+        return on_rank(rank, fn)
+
+    def test_library_errors(self):
+        def fn(x):
+            errs = []
+            for args, kw in ((("w", np.zeros(15, np.float32)), {}),      # wrong size
+                             (("nope", np.zeros(16, np.float32)), {}),   # unknown name
+                             ((5, np.zeros(16, np.float32)), {})):        # index out of range
+                with self.assertRaises(reshard.ReshardError) as cm:
+                    x.bind(*args, **kw)
+                errs.append(cm.exception)
+            with self.assertRaises(reshard.ReshardError) as cm:
+                x.run()  # nothing bound
+            errs.append(cm.exception)
+            good = np.zeros((8, 2), np.float32)
+            x.bind("w", good)
+            with self.assertRaises(reshard.ReshardError) as cm:
+                x.bind("w", good)  # already bound
+            errs.append(cm.exception)
+            x.unbind("w")
+            with self.assertRaises(reshard.ReshardError) as cm:
+                x.unbind("w")  # not bound
+            errs.append(cm.exception)
+            return errs
+
+        e = self.errors_on(2, fn)
+        self.assertEqual(e[0].code, reshard.rsBindingError)
+        self.assertIn("64", e[0].message)  # the planned size, in the library's words
+        self.assertIn("60", e[0].message)
+        self.assertEqual(e[1].code, reshard.rsBindingError)
+        self.assertIn("nope", e[1].message)
+        self.assertEqual(e[2].code, reshard.rsInvalidArgument)
+        self.assertEqual(e[3].code, reshard.rsInvalidUsage)
+        self.assertIn("w", e[3].message)  # lists the unbound buffers
+        self.assertEqual(e[4].code, reshard.rsBindingError)
+        self.assertTrue(all(err.message for err in e))
+
+    def test_python_side_errors(self):
+        def fn(x):
+            out = []
+            ro = np.zeros((8, 2), np.float32)
+            ro.setflags(write=False)
+            for obj in (ro,                                           # read-only destination
+                        np.zeros(8, np.float64),                      # right size, 8-byte elements for fp32
+                        FakeTensor(np.zeros(16, np.int32), "torch.int32"),      # exact dtype mismatch
+                        FakeTensor(np.zeros(16, np.float32), "torch.float32", device="cuda"),  # device
+                        FakeTensor(np.zeros(16, np.float32), "torch.float32", contiguous=False),
+                        np.zeros((8, 4), np.float32)[:, ::2]):         # non-contiguous view
+                with self.assertRaises(reshard.ReshardError) as cm:
+                    x.bind("w", obj)
+                out.append(str(cm.exception))
+            with self.assertRaises(TypeError):
+                x.bind("w", 12345)  # a raw pointer needs nbytes
+            with self.assertRaises(TypeError):
+                x.bind("w", object())
+            x.bind("w", FakeTensor(np.zeros(16, np.int32), "torch.int32"), check_dtype=False)
+            self.assertEqual(x.unbound, [])
+            return out
+
+        msgs = self.errors_on(3, fn)
+        self.assertIn("read-only", msgs[0])
+        self.assertIn("4-byte elements", msgs[1])
+        self.assertIn("fp32", msgs[2])
+        self.assertIn("cuda", msgs[3])
+        self.assertIn("not contiguous", msgs[4])
+        self.assertIn("not contiguous", msgs[5])
+
+    def test_bind_all_report(self):
+        """bind_all checks the whole map first: missing, unknown (with the closest names), wrong size."""
+        good = {"a": np.zeros((6, 5), np.float32), "qk": np.zeros((6, 4), np.uint16), "e": np.zeros(5, np.int64)}
+        self.assertTrue(self.plan.match(good).ok)
+        bad = {"a": np.zeros((6, 4), np.float32), "q_k": good["qk"], "e": good["e"], "extra.bias": good["e"]}
+        m = self.plan.match(bad)
+        self.assertFalse(m.ok)
+        self.assertEqual([b.name for b in m.missing], ["qk"])
+        self.assertEqual(m.unknown, ["extra.bias", "q_k"])
+        self.assertEqual([b.name for b, _ in m.wrong], ["a"])
+        text = m.report()
+        self.assertIn('missing "qk"', text)
+        self.assertIn('closest unbound name given: "q_k"', text)
+        self.assertIn('unknown "extra.bias"', text)
+        self.assertIn("120 bytes", text)
+        with self.assertRaises(reshard.ReshardError) as cm:
+            m.raise_if_bad()
+        self.assertEqual(cm.exception.code, reshard.rsBindingError)
+        self.assertEqual(cm.exception.missing, ["qk"])
+        self.assertEqual(cm.exception.unknown, ["extra.bias", "q_k"])
+        # on an executor: nothing is bound when the map is bad; allow_unknown ignores extra names
+        def fn(x):
+            with self.assertRaises(reshard.ReshardError):
+                x.bind_all({"w": np.zeros((8, 2), np.float32), "bias": np.zeros(2, np.float32)})
+            self.assertEqual(len(x.unbound), 1)
+            x.bind_all({"w": np.zeros((8, 2), np.float32), "bias": np.zeros(2, np.float32)}, allow_unknown=True)
+            return x.unbound
+
+        self.assertEqual(self.errors_on(2, fn), [])
+
+    def test_side_filter(self):
+        m = reshard.Plan(PLANS["mixed"], 0).match({"a": np.zeros((2, 10), np.float32)}, side="destination")
+        self.assertEqual(m.unknown, ["a"])  # rank 0's "a" is a source
+
+
+class FailureTests(unittest.TestCase):
+    def test_rank_that_never_runs_times_out(self):
+        """Rank 3 of the tiny plan creates its executor but never runs: the others fail with the library's
+        timeout naming it (bounded by timeout_ms), reported through RankError with the rank."""
+        full = np.arange(32, dtype=np.float32).reshape(8, 4)
+        arrays = [{"w": full[0:4].copy()}, {"w": full[4:8].copy()}, {"w": np.zeros((8, 2), np.float32)},
+                  {"w": np.zeros((8, 2), np.float32)}]
+        group = reshard.LocalGroup(4, timeout_ms=1500)
+        plan = reshard.Plan(PLANS["tiny"])
+        done = threading.Semaphore(0)
+
+        def main(rank):
+            with group.executor(plan, rank) as x:
+                x.bind_all(arrays[rank])
+                if rank == 3:  # stays, without running, until the others have given up
+                    for _ in range(3):
+                        done.acquire(timeout=60)
+                    return
+                try:
+                    x.run()
+                    x.synchronize()
+                finally:
+                    done.release()
+
+        with self.assertRaises(reshard.RankError) as cm:
+            reshard.run_threads(4, main)
+        group.close()
+        errs = cm.exception.errors
+        self.assertNotIn(3, errs)
+        for r, e in errs.items():
+            self.assertIsInstance(e, reshard.ReshardError)
+            self.assertIn(e.code, (reshard.rsTimeout, reshard.rsRemoteError), str(e))
+        self.assertTrue(any(e.code == reshard.rsTimeout and "3" in e.message for e in errs.values()))
+
+    def test_fingerprint_mismatch(self):
+        """Ranks loading different plans fail at creation on every rank (rsMismatch), not a hang."""
+        group = reshard.LocalGroup(2, timeout_ms=TIMEOUT_MS)
+        with open(PLANS["colocated"], "rb") as f:
+            data = f.read()
+        other = os.path.join(TMP, "colocated-b.plan")
+        subprocess.run([os.environ.get("RESHARDC", os.path.join(ROOT, "build", "compiler", "reshardc")),
+                        os.path.join(ROOT, "tests/python/colocated.layout"), "-o", other, "--staging", "4096"],
+                       check=True, stdout=subprocess.DEVNULL)
+        plans = [reshard.Plan(data, 0), reshard.Plan(other, 1)]
+        if plans[0].fingerprint == plans[1].fingerprint:
+            self.skipTest("--staging does not change this plan")
+
+        def main(rank):
+            group.executor(plans[rank], rank)
+
+        with self.assertRaises(reshard.RankError) as cm:
+            reshard.run_threads(2, main)
+        group.close()
+        self.assertEqual(sorted(cm.exception.errors), [0, 1])
+        for e in cm.exception.errors.values():
+            self.assertEqual(e.code, reshard.rsMismatch)
+
+    def test_abort_from_another_thread(self):
+        group = reshard.LocalGroup(4, timeout_ms=TIMEOUT_MS)
+        plan = reshard.Plan(PLANS["tiny"])
+        arrays = [np.zeros((4, 4), np.float32), np.zeros((4, 4), np.float32), np.zeros((8, 2), np.float32),
+                  np.zeros((8, 2), np.float32)]
+
+        def main(rank):
+            with group.executor(plan, rank) as x:
+                x.bind("w", arrays[rank])
+                if rank == 0:
+                    x.abort()
+                else:
+                    x.run()
+                    x.synchronize()
+
+        with self.assertRaises(reshard.RankError) as cm:
+            reshard.run_threads(4, main)
+        group.close()
+        self.assertTrue(all(e.code in (reshard.rsAborted, reshard.rsRemoteError, reshard.rsInvalidUsage)
+                            for e in cm.exception.errors.values()), cm.exception.errors)
+
+
+class HelperTests(unittest.TestCase):
+    def test_named_tensors(self):
+        params = [("module.decoder.layers.0.mlp.linear_fc1.weight", 1), ("module.decoder.layers.0.mlp.bias", 2),
+                  ("module.output_layer.weight", 3)]
+        got = reshard.named_tensors(params, lambda n: None if n.endswith(".bias") else n, prefix="module.")
+        self.assertEqual(got, {"decoder.layers.0.mlp.linear_fc1.weight": 1, "output_layer.weight": 3})
+        rn = reshard.regex_rename([(r".*\.bias", None), (r"module\.(decoder\..*)", r"\1")])
+        self.assertEqual(reshard.named_tensors(dict(params), rn), {"decoder.layers.0.mlp.linear_fc1.weight": 1})
+        with self.assertRaises(ValueError) as cm:
+            reshard.named_tensors(params, lambda n: "same")
+        self.assertIn("module.decoder.layers.0.mlp.linear_fc1.weight", str(cm.exception))
+        with self.assertRaises(TypeError):
+            reshard.named_tensors(params, lambda n: 5)
+
+    def test_handles(self):
+        from reshard import _cuda
+
+        class TorchStream:
+            cuda_stream = 0x1234
+
+        class PyNccl:
+            comm = ctypes.c_void_p(0x99)
+
+        self.assertEqual(_cuda.stream_handle(None), 0)
+        self.assertEqual(_cuda.stream_handle(77), 77)
+        self.assertEqual(_cuda.stream_handle(TorchStream()), 0x1234)
+        self.assertEqual(_cuda.stream_handle(ctypes.c_void_p(5)), 5)
+        with self.assertRaises(TypeError):
+            _cuda.stream_handle("stream")
+        self.assertEqual(_cuda.comm_handle(PyNccl()), 0x99)
+        self.assertEqual(_cuda.comm_handle(42), 42)
+        self.assertEqual(len(_cuda.unique_id_bytes(list(range(128)))), 128)
+        with self.assertRaises(reshard.ReshardError):
+            _cuda.unique_id_bytes(b"short")
+
+    def test_nccl_errors_are_reported(self):
+        """On a machine without a GPU (or a library without NCCL) the NCCL constructors fail with the library's
+        message; a NULL communicator is refused."""
+        plan = reshard.Plan(PLANS["tiny"], 0)
+        with self.assertRaises(reshard.ReshardError) as cm:
+            reshard.Executor.nccl(plan, 0)
+        self.assertEqual(cm.exception.code, reshard.rsInvalidArgument)
+        if not reshard.transport_available("nccl"):
+            with self.assertRaises(reshard.ReshardError) as cm:
+                reshard.Executor.nccl_from_id(plan, bytes(128), 4, 0, timeout_ms=2000)
+            self.assertIn(cm.exception.code, (reshard.rsNotSupported, reshard.rsTransportError))
+            self.assertTrue(cm.exception.message)
+
+    def test_bytes_source(self):
+        """bytes bind as a (read-only) source; as a destination they are refused."""
+        data = np.arange(16, dtype=np.float32).tobytes()
+        self.assertEqual(on_rank(0, lambda x: x.bind("w", data).nbytes), 64)
+        with self.assertRaises(reshard.RankError) as cm:
+            on_rank(2, lambda x: x.bind("w", data))
+        self.assertIn("read-only", str(cm.exception))
+
+    def test_cpu_run_refuses_a_stream(self):
+        def fn(x):
+            with self.assertRaises(reshard.ReshardError):
+                x.run(stream=0x10)
+        on_rank(0, fn)
+
+    def test_library_lookup(self):
+        env = dict(os.environ, RESHARD_LIBRARY=os.path.join(TMP, "no-such-libreshard.so"))
+        r = subprocess.run([sys.executable, "-c", "import reshard; reshard.library_path()"], env=env,
+                           capture_output=True, text=True, cwd=os.path.join(ROOT, "python"))
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("RESHARD_LIBRARY", r.stderr)
+        env.pop("RESHARD_LIBRARY")
+        r = subprocess.run([sys.executable, "-c", "from reshard import _lib; print(_lib.candidates())"], env=env,
+                           capture_output=True, text=True, cwd=os.path.join(ROOT, "python"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("'system'", r.stdout)
+        self.assertEqual(reshard.library_version(), (0, 1, 0))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -28,7 +28,7 @@ class Memory:
     what: str = ""         # short description for messages
 
     def describe(self):
-        return "%s (%d bytes at 0x%x)" % (self.what, self.nbytes, self.ptr)
+        return "%s (%d bytes)" % (self.what, self.nbytes)
 
 
 def _c_contiguous(shape, strides, itemsize):

@@ -2,6 +2,7 @@
 # in-process group (CPU threads, CUDA in one process); binds memory by name, runs the plan at every refit,
 # synchronizes, aborts, reports statistics. Each call checks the library's result (ReshardError on failure).
 import ctypes
+import logging
 from dataclasses import dataclass
 
 from . import _cuda, _lib
@@ -9,6 +10,8 @@ from ._lib import (TRANSPORTS, ReshardError, check, make_config, rsBindingError,
                    rsInvalidUsage, rsSuccess)
 from ._memory import memory_of
 from .plan import Plan, mismatch
+
+log = logging.getLogger("reshard")
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,7 @@ class Executor:
         self._bound = {}            # index -> bound object (kept alive while bound)
         self._keep = keep           # objects the executor needs alive (group, staging)
         self._join = None
+        log.info("rank %s: executor on the %s transport, %d buffers to bind", rank, transport, len(self.buffers))
 
     # ------------------------------------------------------------------ creation
     @staticmethod
@@ -206,6 +210,8 @@ class Executor:
         m.raise_if_bad()
         for b, obj in m.pairs:
             self.bind(b.index, obj, check_dtype=check_dtype)
+        log.info("rank %s: bound %d %sbuffers (%d bytes)%s", self.rank, len(m.pairs), side + " " if side else "",
+                 sum(b.nbytes for b, _ in m.pairs), "; %d unbound left" % len(self.unbound) if self.unbound else "")
         return m
 
     def unbind(self, name):

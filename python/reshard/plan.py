@@ -192,6 +192,10 @@ def mismatch(b, mem, check_dtype=True):
     return None
 
 
+def _n(n, word):
+    return "%d %s%s" % (n, word, "" if n == 1 else "s")
+
+
 class Match:
     """Result of Plan.match(): what binds, what is missing, unknown, or wrong."""
 
@@ -205,29 +209,29 @@ class Match:
 
     def report(self, limit=20):
         """A readable account of every problem (empty string when there is none)."""
-        what = "%s buffers" % self.side if self.side else "buffers"
+        what = "%s buffer" % self.side if self.side else "buffer"
         lines = []
 
         def cut(items):
             return items[:limit], (["  ... and %d more" % (len(items) - limit)] if len(items) > limit else [])
 
         if self.missing:
-            lines.append("rank %d: %d %s of the plan have no tensor:" % (self.rank, len(self.missing), what))
+            lines.append("rank %d: %s of the plan without a tensor:" % (self.rank, _n(len(self.missing), what)))
             shown, more = cut(self.missing)
             for b in shown:
-                near = difflib.get_close_matches(b.name, self.unknown, 1, 0.6)
+                near = difflib.get_close_matches(b.name, self.unknown, 1, 0.75)
                 lines.append("  missing %s%s" % (b, '; closest unbound name given: "%s"' % near[0] if near else ""))
             lines += more
         if self.unknown:
-            lines.append("rank %d: %d name(s) given are not %s this rank binds in the plan (rename them, or map "
-                         "them to None to leave them out):" % (self.rank, len(self.unknown), what))
+            lines.append("rank %d: %s given that this rank does not bind as %s (rename them, or map them to None "
+                         "to leave them out):" % (self.rank, _n(len(self.unknown), "name"), what))
             shown, more = cut(self.unknown)
             for n in shown:
-                near = difflib.get_close_matches(n, self.known, 1, 0.6)
+                near = difflib.get_close_matches(n, self.known, 1, 0.75)
                 lines.append('  unknown "%s"%s' % (n, '; closest buffer: "%s"' % near[0] if near else ""))
             lines += more
         if self.wrong:
-            lines.append("rank %d: %d tensor(s) do not fit their buffer:" % (self.rank, len(self.wrong)))
+            lines.append("rank %d: %s not fitting the buffer:" % (self.rank, _n(len(self.wrong), "tensor")))
             shown, more = cut(self.wrong)
             for b, why in shown:
                 lines.append('  wrong   "%s": %s' % (b.name, why))

@@ -1,0 +1,37 @@
+# vllm_worker.py - reshard in vLLM's GPU workers, through a worker extension: every worker of every engine binds
+# its model's parameters once and receives the new weights at every refit.
+# runs-on: gpu (compiled, not run, by the tests)
+import torch
+
+import reshard
+
+
+class ReshardWorkerExtension:
+    """Mixed into each vLLM worker: LLM(..., worker_extension_cls="vllm_worker.ReshardWorkerExtension").
+    Methods are called on every worker with llm.collective_rpc(name, args=...)."""
+
+    def reshard_init(self, plan_path, unique_id, refit_world_size, first_rank):
+        """first_rank: this engine's first refit rank (NT + engine index * TP in the example layouts); a worker's
+        refit rank adds its tensor-parallel rank."""
+        from vllm.distributed import get_tensor_model_parallel_rank
+        rank = first_rank + get_tensor_model_parallel_rank()
+        model = self.model_runner.model
+        self.reshard_plan = reshard.Plan(plan_path, rank)
+        self.reshard_exec = reshard.Executor.nccl_from_id(self.reshard_plan, unique_id, refit_world_size, rank,
+                                                          stream=torch.cuda.current_stream(), timeout_ms=600_000)
+        # vLLM's own names (fused qkv_proj, gate_up_proj, stacked experts): the layout's dst names.
+        m = self.reshard_exec.bind_all(reshard.named_tensors(model.named_parameters()), side="destination")
+        return len(m.pairs)
+
+    def reshard_refit(self):
+        """Receive the new weights. synchronize() returns when this worker's part is written (or raises:
+        then the weights are not updated; fall back to a full reload)."""
+        self.reshard_exec.run(torch.cuda.current_stream())
+        self.reshard_exec.synchronize()
+        return self.reshard_exec.stats().runs_completed
+
+
+def refit_engine(llm):
+    """The driver side, at every refit (after the trainer's refit() was called for the same step)."""
+    llm.collective_rpc("reshard_refit")
+    llm.reset_prefix_cache()  # cached KV blocks were computed with the old weights

@@ -257,7 +257,7 @@ static int encode(rs_plan *P, encoded *E, char *err, size_t errlen)
         rs_le64(e + 0, begin);
         rs_le64(e + 8, prog->n - begin);
         rs_le64(e + 16, g->staging_bytes);
-        uint32_t crc = rs_crc32c(0, prog->v + begin, prog->n - begin);
+        uint32_t crc = prog->n > begin ? rs_crc32c(0, prog->v + begin, prog->n - begin) : 0; /* v may be NULL */
         prog_crc = rs_crc32c_combine(ops, prog_crc, crc, prog->n - begin);
         rs_le32(e + 24, crc);
         rs_le32(e + 28, g->nbindings);

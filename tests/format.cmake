@@ -99,13 +99,4 @@ set_tests_properties(format_dump format_dump_rank format_diff format_diff_same f
                      format_diff_rerouted format_reshardc_dump
                      format_reshardc_verify format_reshardc_verify_bad PROPERTIES FIXTURES_REQUIRED rs_fmt_plans)
 
-# ---- libFuzzer harness for the loader (clang only): cmake -DRESHARD_FUZZ=ON -DCMAKE_C_COMPILER=clang ----
-#   build/tests/fuzz_plan -max_total_time=60 CORPUS_DIR   (seed: fmt_tool write CORPUS_DIR/fixture.bin)
-option(RESHARD_FUZZ "Build libFuzzer harnesses (clang)" OFF)
-if(RESHARD_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
-  add_executable(fuzz_plan ${RS_FMT_DIR}/fuzz_plan.c ${RS_FMT_DIR}/fixture.c)
-  target_link_libraries(fuzz_plan PRIVATE rsplan)
-  target_include_directories(fuzz_plan PRIVATE ${RS_FMT_DIR})
-  target_compile_options(fuzz_plan PRIVATE -fsanitize=fuzzer,address,undefined)
-  target_link_options(fuzz_plan PRIVATE -fsanitize=fuzzer,address,undefined)
-endif()
+# ---- libFuzzer harness for the loader (format/fuzz_plan.c): built and run from tests/fuzz.cmake ----

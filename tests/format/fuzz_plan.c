@@ -1,8 +1,9 @@
-/* fuzz_plan.c - libFuzzer harness for the plan loader, verifier and dumper. Each input is decoded as
+/* fuzz_plan.c - libFuzzer harness for the plan loader, verifiers and dumper. Each input is decoded as
  * is (reaching the header, table and checksum checks) and again resealed (every CRC and the
  * fingerprint recomputed, so mutations reach the structural checks behind them); whatever loads is
- * dumped and re-encoded. Build: clang -fsanitize=fuzzer,address,undefined (see tests/format.cmake,
- * option RESHARD_FUZZ); seed corpus: any plan.bin (fmt_tool write seed.bin). */
+ * dumped and re-encoded, and a full load also goes through the whole-plan verifier. Build and run:
+ * tests/fuzz.cmake (option RESHARD_FUZZ, clang), tests/fuzz/run.sh plan SECONDS; seed corpus: the
+ * fixture (fmt_tool write seed.bin) and small compiled layouts. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,8 @@ static void one(const uint8_t *img, size_t len)
         }
         rs_plan_dump(sink, &P, rank);
         if (rank < 0) {
+            err[0] = 0;
+            if (rs_plan_verify_all(&P, err, sizeof err) && !err[0]) abort(); /* a refusal says why */
             uint8_t *out;
             size_t n;
             if (rs_plan_encode(&P, &out, &n, err, sizeof err)) abort(); /* what loads must encode */

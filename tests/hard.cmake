@@ -1,0 +1,46 @@
+# Hardening tests (issue 7; docs/reliability.md); included by tests/CMakeLists.txt. Labels:
+#   hard       hard.plan.<ex> compiles each example scaled down by its `# replay-args:` line (fixture);
+#              hard.corrupt.<ex> damages that plan (every truncation, every header byte, sampled flips in
+#              every section, resealed damage) against `reshardc verify` and the runtime loader;
+#              hard.limits: hostile layouts against the front end's default limits, under a memory cap
+#   golden     hard.fingerprints: the scaled examples' plan fingerprints against tests/fingerprints.txt.
+#              After an intended change to the planner, the format or an example, refresh with
+#                  RESHARD_UPDATE=1 ctest --test-dir build -R hard.fingerprints && git diff tests/fingerprints.txt
+#              (the same switch refreshes every golden: RESHARD_UPDATE=1 ctest --test-dir build -L golden)
+#   sanitize   the whole CPU suite rebuilt with -DRESHARD_SANITIZE=ON in build/sanitize and run there
+# The libFuzzer harnesses are in tests/fuzz.cmake (label fuzz).
+set(RS_HARD_DIR ${CMAKE_CURRENT_SOURCE_DIR}/hard)
+set(RS_HARD_WORK ${CMAKE_CURRENT_BINARY_DIR}/hard)
+file(MAKE_DIRECTORY ${RS_HARD_WORK})
+
+add_executable(hard_corrupt ${RS_HARD_DIR}/corrupt.c)
+target_link_libraries(hard_corrupt PRIVATE rs_fmt_fixture rsreplay rscompiler)
+
+# Every example, compiled with its replay-args (the same scaled plans the replay tests run).
+file(GLOB RS_HARD_EXAMPLES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/examples/*.layout)
+list(SORT RS_HARD_EXAMPLES)
+set(RS_HARD_NAMES "")
+foreach(layout ${RS_HARD_EXAMPLES})
+  get_filename_component(ex ${layout} NAME_WLE)
+  file(STRINGS ${layout} args_line REGEX "^# *replay-args:" LIMIT_COUNT 1)
+  string(REGEX REPLACE "^# *replay-args:" "" args "${args_line}")
+  separate_arguments(args UNIX_COMMAND "${args}")
+  add_test(NAME hard.plan.${ex}
+           COMMAND $<TARGET_FILE:reshardc> ${layout} ${args} -o ${RS_HARD_WORK}/${ex}.plan --quiet)
+  set_tests_properties(hard.plan.${ex} PROPERTIES LABELS hard TIMEOUT 300 FIXTURES_SETUP hard_plan_${ex})
+  # flips per section, resealed per section, every Nth truncation also through files
+  add_test(NAME hard.corrupt.${ex} COMMAND hard_corrupt ${RS_HARD_WORK}/${ex}.plan 64 12 65521)
+  set_tests_properties(hard.corrupt.${ex} PROPERTIES LABELS hard TIMEOUT 600 FIXTURES_REQUIRED hard_plan_${ex})
+  list(APPEND RS_HARD_NAMES ${ex})
+endforeach()
+
+# Golden fingerprints of the scaled examples: a change in any plan's bytes is deliberate.
+set(RS_HARD_FIXTURES "")
+foreach(ex ${RS_HARD_NAMES})
+  list(APPEND RS_HARD_FIXTURES hard_plan_${ex})
+endforeach()
+add_test(NAME hard.fingerprints
+         COMMAND sh ${RS_GOLDEN_SH} ${PROJECT_SOURCE_DIR}/tests/fingerprints.txt
+                 sh ${RS_HARD_DIR}/fingerprints.sh $<TARGET_FILE:reshardc> ${RS_HARD_WORK} ${RS_HARD_NAMES})
+set_tests_properties(hard.fingerprints PROPERTIES LABELS "hard;golden" TIMEOUT 120
+                     FIXTURES_REQUIRED "${RS_HARD_FIXTURES}")

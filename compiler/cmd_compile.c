@@ -11,6 +11,7 @@
 #include "ir.h"
 #include "plan.h"
 #include "planner.h"
+#include "progress.h"
 #include "util.h"
 
 static const char compile_usage[] =
@@ -146,8 +147,11 @@ int rs_cmd_compile(int argc, char **argv)
     fo.defines = defs;
     fo.ndefines = ndefs;
     double t0 = now_s();
+    rs_progress_setup(quiet); /* progress line on a terminal (compiler/progress.c) */
+    rs_progress_begin("front end", 0, "");
     rs_ir ir;
     int nerr = rs_front_load(path, &fo, &ir, stderr);
+    rs_progress_end();
     if (nerr) {
         rc = ir.define_errors ? 2 : 1;
         rs_ir_free(&ir);
@@ -160,7 +164,19 @@ int rs_cmd_compile(int argc, char **argv)
     } fp = {ir.source_fp, po.staging_bytes, po.zero_copy_min, po.fanout_split_min};
     rs_plan P;
     rs_plan_stats S;
-    if (rs_planner_run(&ir, &po, &P, &S, stderr)) {
+    /* progress: the planner's diagnostics are held back until the progress line is erased */
+    char *pdiag = NULL;
+    size_t pdiag_len = 0;
+    FILE *pd = rs_progress_on() ? open_memstream(&pdiag, &pdiag_len) : NULL;
+    rs_progress_begin(po.verify ? "planning and verifying" : "planning", 0, "");
+    int prc = rs_planner_run(&ir, &po, &P, &S, pd ? pd : stderr);
+    rs_progress_end();
+    if (pd) {
+        fclose(pd);
+        fputs(pdiag, stderr);
+        free(pdiag);
+    }
+    if (prc) {
         rs_ir_free(&ir);
         rc = 1;
         goto done;
@@ -169,7 +185,10 @@ int rs_cmd_compile(int argc, char **argv)
     double t2 = now_s();
     P.source_fp = rs_hash64(&fp, sizeof fp, 0x7265736861726463ull);
     char err[600];
-    if (rs_plan_write_file(&P, out, err, sizeof err)) {
+    rs_progress_begin("writing", 0, "");
+    int wrc = rs_plan_write_file(&P, out, err, sizeof err);
+    rs_progress_end();
+    if (wrc) {
         fprintf(stderr, "reshardc: %s: %s\n", out, err);
         rs_plan_free(&P);
         rs_plan_stats_free(&S);

@@ -11,6 +11,12 @@
 
 #define GBPS_TO_BPS(x) ((x) * 1e9 / 8.0) /* Gb/s -> bytes/s */
 
+/* qsort that accepts an empty (possibly NULL) array */
+static void sort_(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
+{
+    if (n > 1) qsort(base, n, size, cmp);
+}
+
 void rs_cost_params_default(rs_cost_params *p, const rs_topology *topo)
 {
     memset(p, 0, sizeof *p);
@@ -136,10 +142,10 @@ static const proj *projcache_get(projcache *c, uint32_t mesh, uint32_t mask)
     uint32_t nd = 0;
     for (uint64_t t = 0; t < nt; t++) {
         uint32_t b = pj->rank_begin[t], e = pj->rank_begin[t + 1];
-        qsort(pj->ranks + b, e - b, sizeof *pj->ranks, cmp_u32);
+        sort_(pj->ranks + b, e - b, sizeof *pj->ranks, cmp_u32);
         uint32_t start = nd;
         for (uint32_t k = b; k < e; k++) pj->doms[nd++] = L->topo.domain_of[pj->ranks[k]];
-        qsort(pj->doms + start, nd - start, sizeof *pj->doms, cmp_u32);
+        sort_(pj->doms + start, nd - start, sizeof *pj->doms, cmp_u32);
         uint32_t w = start;
         for (uint32_t k = start; k < nd; k++)
             if (k == start || pj->doms[k] != pj->doms[w - 1]) pj->doms[w++] = pj->doms[k];
@@ -277,7 +283,7 @@ static int64_t sweep(const cbox *const *bx, size_t n, uint32_t d, uint32_t nd, i
         pts[2 * i] = bx[i]->lo[d];
         pts[2 * i + 1] = bx[i]->hi[d];
     }
-    qsort(pts, 2 * n, sizeof *pts, cmp_i64);
+    sort_(pts, 2 * n, sizeof *pts, cmp_i64);
     size_t np = 0;
     for (size_t i = 0; i < 2 * n; i++)
         if (np == 0 || pts[i] != pts[np - 1]) pts[np++] = pts[i];
@@ -353,7 +359,7 @@ static int64_t union_volume(cboxp_vec *ptrs, uint32_t nd)
 {
     if (ptrs->n == 0) return 0;
     box_ndim_g = nd;
-    qsort(ptrs->v, ptrs->n, sizeof *ptrs->v, cmp_cboxp_geom);
+    sort_(ptrs->v, ptrs->n, sizeof *ptrs->v, cmp_cboxp_geom);
     size_t w = 0;
     for (size_t i = 0; i < ptrs->n; i++)
         if (w == 0 || cmp_box_geom(ptrs->v[i], ptrs->v[w - 1]) != 0) ptrs->v[w++] = ptrs->v[i];
@@ -401,7 +407,7 @@ static void distinct_side(projcache *c, uint32_t t, rs_side side, tinfo *ti)
     ti->tmp.n = 0;
     tensor_blocks(c, t, side, &ti->tmp);
     box_ndim_g = ti->nd;
-    qsort(ti->tmp.v, ti->tmp.n, sizeof *ti->tmp.v, cmp_pblock_geom);
+    sort_(ti->tmp.v, ti->tmp.n, sizeof *ti->tmp.v, cmp_pblock_geom);
     for (size_t i = 0; i < ti->tmp.n;) {
         size_t j = i;
         while (j < ti->tmp.n && cmp_pblock_geom(&ti->tmp.v[i], &ti->tmp.v[j]) == 0) j++;
@@ -416,7 +422,7 @@ static void distinct_side(projcache *c, uint32_t t, rs_side side, tinfo *ti)
         }
         uint32_t *rk = ti->ranks.v + d.rbegin;
         size_t n = ti->ranks.n - d.rbegin;
-        qsort(rk, n, sizeof *rk, cmp_u32);
+        sort_(rk, n, sizeof *rk, cmp_u32);
         size_t w = 0;
         for (size_t k = 0; k < n; k++)
             if (w == 0 || rk[k] != rk[w - 1]) rk[w++] = rk[k];
@@ -542,7 +548,7 @@ int rs_cost_lower_bound(const rs_layout *L, const rs_cost_params *p, rs_cost_bou
         if (nneed == 0) continue;
         int any_held = boxes.n > nneed;
         box_ndim_g = nd;
-        qsort(boxes.v, boxes.n, sizeof *boxes.v, cmp_cbox_dom);
+        sort_(boxes.v, boxes.n, sizeof *boxes.v, cmp_cbox_dom);
         size_t w = 0;
         for (size_t i = 0; i < boxes.n; i++)
             if (w == 0 || cmp_cbox_dom(&boxes.v[i], &boxes.v[w - 1]) != 0) boxes.v[w++] = boxes.v[i];
@@ -596,7 +602,7 @@ int rs_cost_lower_bound(const rs_layout *L, const rs_cost_params *p, rs_cost_bou
         for (size_t k = 0; k < boxes.n; k++)
             if (boxes.v[k].kind == 0 && dom_disjoint[boxes.v[k].dom]) rs_vec_push(&ptrs, &boxes.v[k]);
         box_ndim_g = nd;
-        qsort(ptrs.v, ptrs.n, sizeof *ptrs.v, cmp_cboxp_geom);
+        sort_(ptrs.v, ptrs.n, sizeof *ptrs.v, cmp_cboxp_geom);
         mult.n = 0;
         size_t nu = 0;
         for (size_t k = 0; k < ptrs.n; k++) {
@@ -1243,8 +1249,8 @@ static int plan_to_ssim(const rs_plan *P, ssim *S, int merge_net, char *err, siz
         }
     }
     free(sid);
-    qsort(sends.v, sends.n, sizeof *sends.v, cmp_xrec);
-    qsort(recvs.v, recvs.n, sizeof *recvs.v, cmp_xrec);
+    sort_(sends.v, sends.n, sizeof *sends.v, cmp_xrec);
+    sort_(recvs.v, recvs.n, sizeof *recvs.v, cmp_xrec);
     int rc = 0;
     size_t i = 0, j = 0;
     while (i < sends.n || j < recvs.n) {
@@ -1333,7 +1339,7 @@ static void sival_write(sival_vec *v, uint64_t lo, uint64_t hi, int fwd)
     for (size_t i = 0; i < v->n; i++)
         if (v->v[i].lo < v->v[i].hi) v->v[w++] = v->v[i];
     v->n = w;
-    qsort(v->v, v->n, sizeof *v->v, cmp_sival);
+    sort_(v->v, v->n, sizeof *v->v, cmp_sival);
 }
 
 static uint64_t sival_fwd_bytes(const sival_vec *v, uint64_t lo, uint64_t hi)
@@ -1467,7 +1473,7 @@ static void racc_add(racc *a, uint32_t r, double x)
     }
     a->v[r] += x;
 }
-static void racc_sort(racc *a) { qsort(a->touched.v, a->touched.n, sizeof *a->touched.v, cmp_u32); }
+static void racc_sort(racc *a) { sort_(a->touched.v, a->touched.n, sizeof *a->touched.v, cmp_u32); }
 static void racc_reset(racc *a)
 {
     for (size_t i = 0; i < a->touched.n; i++) {
@@ -1845,12 +1851,12 @@ int rs_cost_direct(const rs_layout *L, const rs_cost_params *p, rs_cost_sim *out
                         pm.val[i] = 0;
                     }
                 pm.n = 0;
-                qsort(pairs.v, pairs.n, sizeof *pairs.v, cmp_pairb);
+                sort_(pairs.v, pairs.n, sizeof *pairs.v, cmp_pairb);
                 ranks.n = 0;
                 for (size_t i = 0; i < sent.touched.n; i++) rs_vec_push(&ranks, sent.touched.v[i]);
                 for (size_t i = 0; i < recvd.touched.n; i++)
                     if (!sent.on[recvd.touched.v[i]]) rs_vec_push(&ranks, recvd.touched.v[i]);
-                qsort(ranks.v, ranks.n, sizeof *ranks.v, cmp_u32);
+                sort_(ranks.v, ranks.n, sizeof *ranks.v, cmp_u32);
                 for (size_t i = 0; i < ranks.n; i++) {
                     uint32_t r = ranks.v[i];
                     uint32_t st = ssim_step(&S, r, 0);

@@ -162,8 +162,10 @@ int main(int argc, char **argv)
     printf("| phases (wall) | bindings %.2f, pass 1 + LPT %.2f, pass 2 %.2f, pass 3 %.2f, programs %.2f, "
            "verification %.2f s |\n",
            S.seconds[0], S.seconds[1], S.seconds[2], S.seconds[3], S.seconds[4], S.seconds[5]);
-    printf("| peak RSS | %.0f MiB after the front end, %.0f MiB after planning |\n", rss_front / 1024.0,
-           rss_plan / 1024.0);
+    printf("| peak RSS | %.0f MiB after the front end, %.0f MiB after planning (pass 3 %.0f, programs %.0f, "
+           "verification %.0f) |\n",
+           rss_front / 1024.0, rss_plan / 1024.0, S.peak_kib[3] / 1024.0, S.peak_kib[4] / 1024.0,
+           S.peak_kib[5] / 1024.0);
     printf("| rounds / steps / ops / descriptors | %u / %llu / %llu / %llu |\n", S.rounds, (unsigned long long)steps,
            (unsigned long long)ops, (unsigned long long)descs);
     printf("| plan.bin size (encode time) | %.1f MiB (%.2f s) |\n", len / 1048576.0, e1 - e0);

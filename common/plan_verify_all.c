@@ -439,6 +439,36 @@ static void dslice(const rs_desc *d, uint64_t u, uint64_t n, desc_vec *out)
     (void)end;
 }
 
+/* The stream range [u, u + n) of d when it is one desc (no allocation); 0 otherwise. */
+static int dslice1(const rs_desc *d, uint64_t u, uint64_t n, rs_desc *e)
+{
+    rs_desc x = *d;
+    for (;;) {
+        if (x.ndim == 1) {
+            x.offset += u;
+            x.count[0] = n;
+            *e = x;
+            return 1;
+        }
+        uint64_t inner = 1;
+        for (uint32_t i = 1; i < x.ndim; i++) inner *= x.count[i];
+        if (u % inner == 0 && n % inner == 0) {
+            x.offset += (u / inner) * x.stride[0];
+            x.count[0] = n / inner;
+            *e = x;
+            return 1;
+        }
+        uint64_t i0 = u / inner;
+        if ((u + n - 1) / inner != i0) return 0;
+        /* inside one element of the outer dim */
+        x.offset += i0 * x.stride[0];
+        memmove(x.count, x.count + 1, (x.ndim - 1) * sizeof x.count[0]);
+        memmove(x.stride, x.stride + 1, (x.ndim - 1) * sizeof x.stride[0]);
+        x.ndim--;
+        u -= i0 * inner;
+    }
+}
+
 /* ---- mapping binding regions to tensor elements ---- */
 
 /* Try e (element units, innermost stride 1) as one affine image inside piece v; writes td (bytes). */
@@ -682,6 +712,8 @@ static int dec_desc(vctx *c, uint32_t rank, uint32_t loc, const rs_desc *d, vseg
 static int decompose(vctx *c, uint32_t rank, uint32_t loc, const rs_desc *d, uint64_t u, uint64_t n, vseg_vec *out)
 {
     out->n = 0;
+    rs_desc one;
+    if (dslice1(d, u, n, &one)) return dec_desc(c, rank, loc, &one, out, 0);
     desc_vec parts = {0};
     dslice(d, u, n, &parts);
     int rc = 0;
@@ -785,6 +817,19 @@ static int check_delivery(vctx *c, uint32_t drank, const vseg_vec *ld, uint64_t 
             return vfail(c, "%s: rank %u receives tensor '%s' into a piece of tensor '%s' (from rank %u)",
                          op_where(c, w, sizeof w), drank, c->L->tensors[vb->tensor].name,
                          c->L->tensors[va->tensor].name, p->src);
+        }
+        rs_desc x1, y1;
+        if (dslice1(&a->td, want - pos, stop - want, &x1) && dslice1(&b->td, want - jpos, stop - want, &y1)) {
+            dnorm(&x1);
+            dnorm(&y1);
+            if (x1.ndim == y1.ndim && x1.offset == y1.offset &&
+                !memcmp(x1.count, y1.count, x1.ndim * sizeof x1.count[0]) &&
+                !memcmp(x1.stride, y1.stride, x1.ndim * sizeof x1.stride[0])) {
+                want = stop;
+                if (want == a_end) pos = a_end, i++;
+                if (want == b_end) jpos = b_end, j++;
+                continue;
+            }
         }
         desc_vec x = {0}, y = {0};
         dslice(&a->td, want - pos, stop - want, &x);

@@ -66,7 +66,10 @@ typedef struct {
     uint32_t *lin[PL_ND];        /* mesh linear-index contribution of interval k of dim d */
     uint32_t pin_base;           /* mesh linear-index contribution of the pins */
     uint32_t nrep, *rep;         /* linear offsets of every combination of the replicated axes */
+    uint32_t span;               /* 1 + the largest (block base - pin_base) */
+    uint64_t *cache;             /* [span * 3], made when first used: rank list, candidate set, buffer map */
 } pl_tp;
+
 
 /* Buffer map of one block: tensor sub-boxes of the block -> strided byte regions of the buffer. The
  * block (shape A, row-major) fills a buffer box (shape B, row-major); F is the common refinement of A
@@ -186,14 +189,24 @@ typedef struct {
     uint64_t base; /* staging offset on f (finalize) */
 } pl_inst;
 
+/* A descriptor while planning: like rs_desc with at most PL_PD dims (ops stay small in memory). */
+#define PL_PD 6
+typedef struct {
+    uint32_t loc;
+    uint32_t ndim;
+    uint64_t offset;
+    uint64_t count[PL_PD];
+    uint64_t stride[PL_PD];
+} pl_pdesc;
+
 /* An op while planning: descriptors of the staging side are symbolic (an item of the step's out or in
  * list plus an offset inside it; merged dims step through items by dl). */
 typedef struct {
     uint8_t code, dead, sym; /* sym: 0 none, 1 the source is staging, 2 the destination is */
     uint32_t tensor;
     int32_t item;
-    int32_t dl[RS_DESC_MAX_DIMS];
-    rs_desc d[2];
+    int16_t dl[PL_PD];
+    pl_pdesc d[2];
 } pl_pop;
 
 struct pl_stepb {
@@ -255,12 +268,15 @@ typedef struct pl_ctx {
     pl_map merge;
     uint32_t nrounds;
     uint64_t last_flow_key, last_flow;
+    uint64_t last_seg_key, last_seg;
 } pl_ctx;
 
 int pl_fail(pl_ctx *c, uint32_t piece, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* regions.c */
 int pl_bindings(pl_ctx *c);
+/* The per-block cache of a piece slot of the current tensor: 3 words for block base `base`. */
+uint64_t *pl_block_cache(pl_ctx *c, uint32_t slot, uint32_t base);
 uint32_t pl_binding(const pl_ctx *c, uint32_t rank, uint32_t buffer); /* RS_NONE if not bound */
 int pl_tensor_begin(pl_ctx *c, uint32_t ti);
 int pl_tensor_cells(pl_ctx *c); /* every cell of every destination piece of the tensor -> pl_route */

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 /* ---- hash map ---- */
@@ -226,6 +227,13 @@ void rs_plan_stats_free(rs_plan_stats *s)
 
 /* ---- driver ---- */
 
+static uint64_t peak_kib(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (uint64_t)ru.ru_maxrss;
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -320,7 +328,7 @@ int rs_planner_plan(rs_layout *L, const rs_plan_opts *o, rs_plan *out, rs_plan_s
     c.snd = rs_xcalloc(c.world, sizeof *c.snd);
 
     double t = now_s(), t2;
-#define LAP(i) (t2 = now_s(), c.st->seconds[i] = t2 - t, t = t2)
+#define LAP(i) (t2 = now_s(), c.st->seconds[i] = t2 - t, c.st->peak_kib[i] = peak_kib(), t = t2)
     int rc = pl_bindings(&c);
     LAP(0);
     if (!rc) rc = run_pass(&c, 1);
@@ -352,7 +360,7 @@ int rs_planner_plan(rs_layout *L, const rs_plan_opts *o, rs_plan *out, rs_plan_s
     if (o->verify) {
         char verr[512];
         int vrc = rs_plan_verify_all(out, verr, sizeof verr);
-        if (stats) stats->seconds[5] = now_s() - t;
+        if (stats) stats->seconds[5] = now_s() - t, stats->peak_kib[5] = peak_kib();
         if (vrc) {
             snprintf(err, errlen, "internal error: the plan failed verification (a planner bug): %s", verr);
             *L = out->layout;

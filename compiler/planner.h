@@ -41,6 +41,7 @@ typedef struct {
     uint32_t world;
     uint64_t *rank_net_out;  /* [world] NET bytes each rank sends */
     double seconds[6];       /* wall time: bindings, pass 1 (+LPT), pass 2, pass 3, programs, verification */
+    uint64_t peak_kib[6];    /* the process's peak resident memory at the end of each of them (KiB) */
 } rs_plan_stats;
 
 void rs_plan_stats_free(rs_plan_stats *s);

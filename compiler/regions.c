@@ -154,6 +154,7 @@ static void build_tp(pl_ctx *c, uint32_t gi, pl_tp *x)
         for (uint32_t j = n * sz; j-- > 0;) x->rep[j] = x->rep[j % n] + (j / n) * stride[a];
         n *= sz;
     }
+    x->span = 1;
     /* intervals per dim, nested shards in the order written */
     int64_t slo[PL_ND], shi[PL_ND];
     rs_piece_slice(L, p, slo, shi);
@@ -184,7 +185,22 @@ static void build_tp(pl_ctx *c, uint32_t gi, pl_tp *x)
             }
             cur *= sz;
         }
+        uint32_t mx = 0;
+        for (uint32_t k = 0; k < K; k++)
+            if (x->lin[d][k] > mx) mx = x->lin[d][k];
+        x->span += mx;
     }
+}
+
+uint64_t *pl_block_cache(pl_ctx *c, uint32_t slot, uint32_t base)
+{
+    pl_tp *x = &c->tp[slot];
+    if (!x->cache) {
+        x->cache = pl_alloc(&c->ar, (size_t)x->span * 3 * sizeof *x->cache);
+        memset(x->cache, 0, (size_t)x->span * 3 * sizeof *x->cache);
+    }
+    rs_assert(base >= x->pin_base && base - x->pin_base < x->span);
+    return x->cache + (size_t)(base - x->pin_base) * 3;
 }
 
 int pl_tensor_begin(pl_ctx *c, uint32_t ti)
@@ -212,9 +228,8 @@ void pl_block_of(const pl_ctx *c, uint32_t slot, const uint32_t *ks, int64_t *lo
 static const uint32_t *block_ranks(pl_ctx *c, uint32_t slot, uint32_t base, uint32_t *n, int by_domain)
 {
     const pl_tp *x = &c->tp[slot];
-    int created;
-    uint64_t *v = pl_map_put(&c->tcache, 1, (uint64_t)slot << 32 | base, &created);
-    if (!created) {
+    uint64_t *v = pl_block_cache(c, slot, base);
+    if (*v) {
         uint32_t *r = (uint32_t *)(uintptr_t)*v;
         *n = r[0];
         return r + 1;
@@ -247,8 +262,8 @@ static uint32_t cell_cands(pl_ctx *c, uint32_t ncover, const uint32_t *slot, uin
     if (ncover == 1) {
         uint32_t base = c->tp[slot[0]].pin_base;
         for (uint32_t d = 0; d < nd; d++) base += c->tp[slot[0]].lin[d][ks[0][d]];
-        uint64_t *v = pl_map_get(&c->tcache, 2, (uint64_t)slot[0] << 32 | base);
-        if (v) return (uint32_t)*v;
+        uint64_t *v = pl_block_cache(c, slot[0], base) + 1;
+        if (*v) return (uint32_t)(*v - 1);
         uint32_t n;
         const uint32_t *r = block_ranks(c, slot[0], base, &n, 0);
         c->tmp_u32.n = 0;
@@ -257,7 +272,7 @@ static uint32_t cell_cands(pl_ctx *c, uint32_t ncover, const uint32_t *slot, uin
             rs_vec_push(&c->tmp_u32, slot[0]);
         }
         uint32_t id = pl_intern_add(&c->cands, c->tmp_u32.v, (uint32_t)c->tmp_u32.n);
-        *pl_map_put(&c->tcache, 2, (uint64_t)slot[0] << 32 | base, NULL) = id;
+        pl_block_cache(c, slot[0], base)[1] = (uint64_t)id + 1;
         return id;
     }
     /* several covering pieces: merge their holders */
@@ -716,7 +731,7 @@ int pl_bmap_desc(const pl_bmap *m, const int64_t *lo, const int64_t *hi, rs_desc
     }
     d->offset = off;
     desc_fold(d, cnt, str, n);
-    if (d->ndim > RS_DESC_MAX_DIMS) return -1;
+    if (d->ndim > PL_PD) return -1; /* the planner's ops keep at most PL_PD dims */
     return 1;
 }
 

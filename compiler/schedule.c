@@ -94,7 +94,7 @@ static uint32_t sb_get(pl_ctx *c, uint32_t rank, uint8_t lane, int32_t round)
 
 /* ---- affine merging of ops ---- */
 
-static uint64_t desc_span(const rs_desc *d)
+static uint64_t desc_span(const pl_pdesc *d)
 {
     uint64_t span = d->count[d->ndim - 1];
     for (int i = (int)d->ndim - 2; i >= 0; i--)
@@ -107,7 +107,7 @@ static int side_is_staging(const pl_pop *p, int side) { return p->sym == side + 
 /* Same dims (counts, strides and item steps) from dim `ya` of y and `xa` of x on. */
 static int same_dims(const pl_pop *y, int side, uint32_t ya, const pl_pop *x, uint32_t xa)
 {
-    const rs_desc *a = &y->d[side], *b = &x->d[side];
+    const pl_pdesc *a = &y->d[side], *b = &x->d[side];
     if (a->ndim - ya != b->ndim - xa) return 0;
     for (uint32_t i = 0; i + ya < a->ndim; i++) {
         if (a->count[ya + i] != b->count[xa + i] || a->stride[ya + i] != b->stride[xa + i]) return 0;
@@ -136,7 +136,7 @@ static int try_extend(pl_pop *y, const pl_pop *x, int relaxed)
     /* (a) one more step of y's outermost dim */
     int ok = 1;
     for (int s = 0; s < 2 && ok; s++) {
-        const rs_desc *a = &y->d[s], *b = &x->d[s];
+        const pl_pdesc *a = &y->d[s], *b = &x->d[s];
         if (a->ndim != b->ndim + 1 || !same_dims(y, s, 1, x, 0)) ok = 0;
         else if (b->offset != a->offset + a->count[0] * a->stride[0]) ok = 0;
         else if (side_is_staging(y, s) && x->item != y->item + (int64_t)a->count[0] * y->dl[0]) ok = 0;
@@ -151,8 +151,8 @@ static int try_extend(pl_pop *y, const pl_pop *x, int relaxed)
     ok = 1;
     int64_t delta[2], dl = 0;
     for (int s = 0; s < 2 && ok; s++) {
-        const rs_desc *a = &y->d[s], *b = &x->d[s];
-        if (a->ndim != b->ndim || a->ndim + 1 > RS_DESC_MAX_DIMS || !same_dims(y, s, 0, x, 0)) {
+        const pl_pdesc *a = &y->d[s], *b = &x->d[s];
+        if (a->ndim != b->ndim || a->ndim + 1 > PL_PD || !same_dims(y, s, 0, x, 0)) {
             ok = 0;
             break;
         }
@@ -161,7 +161,7 @@ static int try_extend(pl_pop *y, const pl_pop *x, int relaxed)
         int loose = relaxed && s == 0;
         if (side_is_staging(y, s)) {
             dl = x->item - y->item;
-            if (dl < 0 || (dl == 0 && (delta[s] < 0 || (!loose && (delta[s] == 0 || (uint64_t)delta[s] < desc_span(a))))))
+            if (dl < 0 || dl > INT16_MAX || (dl == 0 && (delta[s] < 0 || (!loose && (delta[s] == 0 || (uint64_t)delta[s] < desc_span(a))))))
                 ok = 0;
         } else if (delta[s] < 0 || (!loose && (delta[s] == 0 || (uint64_t)delta[s] < desc_span(a)))) {
             ok = 0;
@@ -169,23 +169,23 @@ static int try_extend(pl_pop *y, const pl_pop *x, int relaxed)
     }
     if (!ok) return 0;
     for (int s = 0; s < 2; s++) {
-        rs_desc *a = &y->d[s];
+        pl_pdesc *a = &y->d[s];
         memmove(a->count + 1, a->count, a->ndim * sizeof a->count[0]);
         memmove(a->stride + 1, a->stride, a->ndim * sizeof a->stride[0]);
         if (side_is_staging(y, s)) memmove(y->dl + 1, y->dl, a->ndim * sizeof y->dl[0]);
         a->ndim++;
         a->count[0] = 2;
         a->stride[0] = (uint64_t)delta[s];
-        if (side_is_staging(y, s)) y->dl[0] = (int32_t)dl;
+        if (side_is_staging(y, s)) y->dl[0] = (int16_t)dl;
     }
     if (y->tensor != x->tensor) y->tensor = RS_NONE;
     return 1;
 }
 
-static void add_pop(pl_ctx *c, uint32_t sbid, const pl_pop *x)
+static void add_pop(pl_ctx *c, uint32_t sbid, const pl_pop *x, uint32_t lane_tag)
 {
     pl_stepb *b = &c->steps.v[sbid];
-    uint64_t k0 = (uint64_t)sbid << 8 | x->code, k1 = (uint64_t)x->d[0].loc << 32 | x->d[1].loc;
+    uint64_t k0 = (uint64_t)sbid << 8 | x->code | (uint64_t)lane_tag << 40, k1 = (uint64_t)x->d[0].loc << 32 | x->d[1].loc;
     int created;
     uint64_t *e = pl_map_put(&c->merge, k0, k1, &created);
     uint32_t cur = (uint32_t)(*e & 0xffffffffu), prev = (uint32_t)(*e >> 32);
@@ -204,7 +204,7 @@ static void close_merges(pl_ctx *c)
     pl_map *m = &c->merge;
     for (size_t i = 0; i < m->cap; i++) {
         if (!m->used[i]) continue;
-        uint32_t sbid = (uint32_t)(m->k[2 * i] >> 8);
+        uint32_t sbid = (uint32_t)((m->k[2 * i] >> 8) & 0xffffffffu);
         uint32_t cur = (uint32_t)(m->v[i] & 0xffffffffu), prev = (uint32_t)(m->v[i] >> 32);
         pl_stepb *b = &c->steps.v[sbid];
         if (cur && prev && try_extend(&b->pops.v[prev - 1], &b->pops.v[cur - 1], c->o->strided_reads))
@@ -276,8 +276,13 @@ static void usage_add(pl_ctx *c, uint32_t rank, uint32_t k, uint64_t add)
 
 static void set_local(pl_pop *p, int side, uint32_t loc, const rs_desc *d)
 {
-    p->d[side] = *d;
-    p->d[side].loc = loc;
+    pl_pdesc *e = &p->d[side];
+    rs_assert(d->ndim <= PL_PD);
+    e->loc = loc;
+    e->ndim = d->ndim;
+    e->offset = d->offset;
+    memcpy(e->count, d->count, d->ndim * sizeof e->count[0]);
+    memcpy(e->stride, d->stride, d->ndim * sizeof e->stride[0]);
 }
 
 static void set_staging(pl_pop *p, int side, uint32_t item, uint64_t off, uint64_t bytes)
@@ -308,8 +313,7 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
                       const int64_t *hi)
 {
     rs_desc sd, dd;
-    if (pl_bmap_desc(E->sm, lo, hi, &sd) != 1 || pl_bmap_desc(E->dm, lo, hi, &dd) != 1)
-        rs_die("chunk does not map to one region");
+    if (pl_bmap_desc(E->sm, lo, hi, &sd) != 1 || pl_bmap_desc(E->dm, lo, hi, &dd) != 1) return 1; /* cut it */
     uint64_t bytes = pl_box_elems(cell->ndim, lo, hi) * cell->es;
     c->st->chunks++;
     pl_pop x;
@@ -319,7 +323,7 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
         x.code = RS_OP_COPY;
         set_local(&x, 0, E->sloc, &sd);
         set_local(&x, 1, E->dloc, &dd);
-        add_pop(c, sb_get(c, p->r, RS_LANE_NVL, -1), &x);
+        add_pop(c, sb_get(c, p->r, RS_LANE_NVL, -1), &x, 0);
         return 0;
     }
     uint8_t lane = p->kind == PL_NET ? RS_LANE_NET : RS_LANE_NVL;
@@ -353,7 +357,11 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
         gid = seg_new(c, fi, k, 1, cell->tensor);
     } else {
         /* segments were laid out before this pass (seg_precreate); a spilled chunk may need a new one */
-        uint64_t *v = pl_map_get(&c->seg_index, fi, k);
+        uint64_t *v = c->last_seg_key == ((uint64_t)fi << 32 | k) + 1 ? &c->last_seg : pl_map_get(&c->seg_index, fi, k);
+        if (v && v != &c->last_seg) {
+            c->last_seg_key = ((uint64_t)fi << 32 | k) + 1;
+            c->last_seg = *v;
+        }
         if (!v) {
             uint32_t id = seg_new(c, fi, k, 0, cell->tensor);
             *pl_map_put(&c->seg_index, fi, k, NULL) = id;
@@ -375,7 +383,25 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
         x.code = RS_OP_PACK;
         set_local(&x, 0, E->sloc, &sd);
         set_staging(&x, 1, g->out_idx, y, bytes);
-        add_pop(c, sb_get(c, p->s, lane, (int32_t)k), &x);
+        uint32_t sbid = sb_get(c, p->s, lane, (int32_t)k);
+        uint64_t inner = bytes / (sd.count[0] ? sd.count[0] : 1);
+        if (!c->o->strided_reads && sd.ndim >= 2 && sd.count[0] <= 4 && sd.stride[0] >= 2 * inner) {
+            /* a few far-apart rows (gate and up of one expert): pack each row on its own, so that row r of
+             * consecutive receivers' fragments merge into one op without overlapping dims */
+            for (uint64_t r = 0; r < sd.count[0]; r++) {
+                pl_pop z = x;
+                pl_pdesc *e = &z.d[0];
+                e->offset = sd.offset + r * sd.stride[0];
+                memmove(e->count, e->count + 1, (e->ndim - 1) * sizeof e->count[0]);
+                memmove(e->stride, e->stride + 1, (e->ndim - 1) * sizeof e->stride[0]);
+                e->ndim--;
+                z.d[1].offset = y + r * inner;
+                z.d[1].count[0] = inner;
+                add_pop(c, sbid, &z, (uint32_t)r + 1);
+            }
+        } else {
+            add_pop(c, sbid, &x, 0);
+        }
     }
     if (zc_dst) {
         g->zc_dst = 1;
@@ -387,7 +413,7 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
         x.code = RS_OP_UNPACK;
         set_staging(&x, 0, g->in_idx, y, bytes);
         set_local(&x, 1, E->dloc, &dd);
-        add_pop(c, sb_get(c, p->r, lane, (int32_t)k), &x);
+        add_pop(c, sb_get(c, p->r, lane, (int32_t)k), &x, 0);
     }
     for (uint32_t q = 0; q < E->nf; q++) {
         pl_inst *in = &c->insts.v[g->inst + q];
@@ -402,7 +428,7 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
             x.code = RS_OP_UNPACK;
             set_staging(&x, 0, in->in_idx, y, bytes);
             set_local(&x, 1, E->flocs[q], &dd);
-            add_pop(c, sb_get(c, E->f[q], RS_LANE_NVL, (int32_t)k), &x);
+            add_pop(c, sb_get(c, E->f[q], RS_LANE_NVL, (int32_t)k), &x, 0);
         }
     }
     return 0;
@@ -412,7 +438,11 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
 static int emit_aligned(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_env *E, const int64_t *lo,
                         const int64_t *hi)
 {
-    if (E->sm->simple && E->dm->simple) return emit_chunk(c, cell, p, E, lo, hi);
+    if (E->sm->simple && E->dm->simple) {
+        int r = emit_chunk(c, cell, p, E, lo, hi);
+        if (r <= 0) return r;
+        /* more dims than an op keeps: cut it below */
+    }
     rs_vec(int64_t) stack = {0}; /* boxes: lo[PL_ND] then hi[PL_ND]; the top is processed next */
     rs_vec_reserve(&stack, 2 * PL_ND);
     memcpy(stack.v, lo, PL_ND * sizeof *lo);
@@ -428,6 +458,7 @@ static int emit_aligned(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_
         int64_t cut;
         if (!pl_bmap_cut(E->sm, l, h, &d, &cut) && !pl_bmap_cut(E->dm, l, h, &d, &cut)) {
             rc = emit_chunk(c, cell, p, E, l, h);
+            if (rc > 0) rs_die("a chunk maps to no single region");
             continue;
         }
         rs_vec_reserve(&stack, 4 * PL_ND);
@@ -448,11 +479,11 @@ static int emit_aligned(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_
 /* The buffer map of a block (slot, mesh base), built once per tensor. NULL when the block does not fill its box. */
 static const pl_bmap *bmap_cached(pl_ctx *c, uint32_t slot, uint32_t base, const int64_t *lo, const int64_t *hi)
 {
-    uint64_t *v = pl_map_get(&c->tcache, 3, (uint64_t)slot << 32 | base);
-    if (v) return (const pl_bmap *)(uintptr_t)*v;
+    uint64_t *v = pl_block_cache(c, slot, base) + 2;
+    if (*v) return (const pl_bmap *)(uintptr_t)*v;
     pl_bmap *m = pl_alloc(&c->ar, sizeof *m);
     if (pl_bmap_build(c->L, c->t->piece_begin + slot, lo, hi, m)) return NULL;
-    *pl_map_put(&c->tcache, 3, (uint64_t)slot << 32 | base, NULL) = (uint64_t)(uintptr_t)m;
+    *v = (uint64_t)(uintptr_t)m;
     return m;
 }
 
@@ -776,7 +807,7 @@ static uint64_t item_base(const pl_ctx *c, const pl_stepb *b, int out, int64_t i
     return c->segs.v[it >> 1].rbase;
 }
 
-static void desc_check_ok(const rs_desc *d, int *ok, int loose)
+static void desc_check_ok(const pl_pdesc *d, int *ok, int loose)
 {
     if (loose) {
         for (uint32_t i = 0; i + 1 < d->ndim; i++)
@@ -803,11 +834,19 @@ static void put_op(prog_out *o, const pl_pop *p)
     op.tensor = p->tensor;
     op.src = (uint32_t)o->descs.n;
     op.dst = op.src + 1;
-    op.bytes = rs_desc_bytes(&p->d[0]);
     op.peer = RS_NONE;
     op.loc = RS_NONE;
-    rs_vec_push(&o->descs, p->d[0]);
-    rs_vec_push(&o->descs, p->d[1]);
+    for (int sd = 0; sd < 2; sd++) {
+        rs_desc d;
+        memset(&d, 0, sizeof d);
+        d.loc = p->d[sd].loc;
+        d.ndim = p->d[sd].ndim;
+        d.offset = p->d[sd].offset;
+        memcpy(d.count, p->d[sd].count, d.ndim * sizeof d.count[0]);
+        memcpy(d.stride, p->d[sd].stride, d.ndim * sizeof d.stride[0]);
+        rs_vec_push(&o->descs, d);
+    }
+    op.bytes = rs_desc_bytes(&o->descs.v[o->descs.n - 2]);
     rs_vec_push(&o->ops, op);
 }
 
@@ -819,7 +858,7 @@ static void resolve(const pl_ctx *c, const pl_stepb *b, const pl_pop *p, prog_ou
         return;
     }
     int side = p->sym - 1, out = p->code == RS_OP_PACK;
-    const rs_desc *d = &p->d[side];
+    const pl_pdesc *d = &p->d[side];
     /* dims stepping through items */
     uint32_t nd = d->ndim;
     int any = 0;
@@ -838,13 +877,13 @@ static void resolve(const pl_ctx *c, const pl_stepb *b, const pl_pop *p, prog_ou
     }
     /* actual strides from the first step of every item dim; check every combination */
     int ok = 1;
-    uint64_t strides[RS_DESC_MAX_DIMS];
+    uint64_t strides[PL_PD];
     for (uint32_t i = 0; i < nd; i++) {
         strides[i] = d->stride[i];
         if (p->dl[i] && d->count[i] > 1)
             strides[i] = item_base(c, b, out, p->item + p->dl[i]) - b0 + d->stride[i];
     }
-    uint32_t idx[RS_DESC_MAX_DIMS] = {0};
+    uint32_t idx[PL_PD] = {0};
     for (;;) {
         int64_t item = p->item;
         uint64_t rel = d->offset, want = d->offset;
@@ -884,7 +923,7 @@ static void resolve(const pl_ctx *c, const pl_stepb *b, const pl_pop *p, prog_ou
     for (uint64_t i = 0; i < d->count[k]; i++) {
         pl_pop s = *p;
         for (int sd = 0; sd < 2; sd++) {
-            rs_desc *e = &s.d[sd];
+            pl_pdesc *e = &s.d[sd];
             e->offset += i * p->d[sd].stride[k];
             memmove(e->count + k, e->count + k + 1, (e->ndim - k - 1) * sizeof e->count[0]);
             memmove(e->stride + k, e->stride + k + 1, (e->ndim - k - 1) * sizeof e->stride[0]);
@@ -1145,13 +1184,14 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
         (void)net_step_of_round_le;
         rs_vec_free(&nvl_prog);
         rs_vec_free(&net_prog);
-        g->steps = o.steps.v;
+        /* exact sizes: the vectors grew by doubling */
+        g->steps = rs_xrealloc(o.steps.v, (o.steps.n + 1) * sizeof *o.steps.v);
         g->nsteps = (uint32_t)o.steps.n;
-        g->ops = o.ops.v;
+        g->ops = rs_xrealloc(o.ops.v, (o.ops.n + 1) * sizeof *o.ops.v);
         g->nops = (uint32_t)o.ops.n;
-        g->descs = o.descs.v;
+        g->descs = rs_xrealloc(o.descs.v, (o.descs.n + 1) * sizeof *o.descs.v);
         g->ndescs = (uint32_t)o.descs.n;
-        g->waits = o.waits.v;
+        g->waits = rs_xrealloc(o.waits.v, (o.waits.n + 1) * sizeof *o.waits.v);
         g->nwaits = (uint32_t)o.waits.n;
     }
     rs_vec_free(&snd);

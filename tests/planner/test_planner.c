@@ -337,6 +337,28 @@ static void unit_zero_copy(void)
     rs_plan_free(&P);
 }
 
+/* 8-dim tensors: fragments whose regions need more dims than an op keeps are cut until they fit */
+static void unit_many_dims(void)
+{
+    rs_layout L;
+    lb_init(&L, 3, 1, NULL);
+    int64_t one = 1, two = 2, shape[8] = {2, 2, 2, 2, 2, 2, 2, 4};
+    uint32_t src = lb_mesh(&L, 1, &one, NULL, 0), dst = lb_mesh(&L, 1, &two, NULL, 1);
+    uint32_t t = lb_tensor(&L, "x8", RS_DT_BF16, 8, shape);
+    lb_piece(&L, t, RS_SRC, src, lb_buffer(&L, "x8", RS_SRC, RS_DT_BF16, 0, NULL), 0, NULL, NULL, NULL);
+    /* each destination block [1, 2, 2, 2, 2, 2, 2, 4] in a padded [1, 3, 3, 3, 3, 3, 3, 5] buffer: 7 dims */
+    int64_t bshape[8] = {1, 3, 3, 3, 3, 3, 3, 5}, box[16] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 2, 2, 4};
+    rs_place p0 = lb_shard(0, 0, 0);
+    lb_piece(&L, t, RS_DST, dst, lb_buffer(&L, "x8", RS_DST, RS_DT_BF16, 8, bshape), 1, &p0, NULL, box);
+    lb_finish(&L);
+    rs_plan P;
+    rs_plan_stats S;
+    if (plan_it(&L, 0, &P, &S)) return;
+    CHECK(S.chunks > S.parts); /* cut */
+    rs_plan_stats_free(&S);
+    rs_plan_free(&P);
+}
+
 /* a destination element no source holds is an error about that piece */
 static void unit_uncovered(void)
 {
@@ -373,6 +395,7 @@ static int run_unit(void)
     unit_refill();
     unit_staging_budget();
     unit_zero_copy();
+    unit_many_dims();
     unit_uncovered();
     return failures;
 }

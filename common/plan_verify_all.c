@@ -1621,13 +1621,12 @@ static void td_boxes(vctx *c, const vpiece *v, const rs_desc *td, vbox_vec *out)
     td_boxes(c, v, &bb, out);
 }
 
+/* by piece, then by the start in dim 0 (all the disjointness sweep needs) */
 static int vbox_cmp(const void *x, const void *y)
 {
     const vbox *a = x, *b = y;
     if (a->vp != b->vp) return a->vp < b->vp ? -1 : 1;
-    for (uint32_t d = 0; d < VND; d++)
-        if (a->lo[d] != b->lo[d]) return a->lo[d] < b->lo[d] ? -1 : 1;
-    return 0;
+    return a->lo[0] < b->lo[0] ? -1 : a->lo[0] > b->lo[0];
 }
 
 static int coverage(vctx *c)

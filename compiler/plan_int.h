@@ -16,11 +16,12 @@ typedef rs_vec(uint64_t) pl_u64vec;
 
 /* ---- small containers (planner.c) ---- */
 
-/* Open-addressing hash map from a 128-bit key (two u64) to a u64 value. */
+/* Open-addressing hash map from a 128-bit key (two u64, the first never all ones) to a u64 value. */
 typedef struct {
-    uint64_t *k; /* [cap * 2] */
-    uint64_t *v; /* [cap] */
-    uint8_t *used;
+    uint64_t k0, k1, v;
+} pl_mapent;
+typedef struct {
+    pl_mapent *e; /* [cap]; k0 == UINT64_MAX: empty */
     size_t cap, n;
 } pl_map;
 uint64_t *pl_map_get(const pl_map *m, uint64_t k0, uint64_t k1);

@@ -30,8 +30,9 @@ uint64_t *pl_map_get(const pl_map *m, uint64_t k0, uint64_t k1)
 {
     if (!m->cap) return NULL;
     for (size_t i = slot_of(m, k0, k1);; i = (i + 1) & (m->cap - 1)) {
-        if (!m->used[i]) return NULL;
-        if (m->k[2 * i] == k0 && m->k[2 * i + 1] == k1) return &m->v[i];
+        pl_mapent *e = &m->e[i];
+        if (e->k0 == UINT64_MAX) return NULL;
+        if (e->k0 == k0 && e->k1 == k1) return &e->v;
     }
 }
 
@@ -39,52 +40,47 @@ static void map_grow(pl_map *m)
 {
     pl_map n = {0};
     n.cap = m->cap ? m->cap * 2 : 64;
-    n.k = rs_xmalloc(n.cap * 2 * sizeof *n.k);
-    n.v = rs_xmalloc(n.cap * sizeof *n.v);
-    n.used = rs_xcalloc(n.cap, 1);
+    n.e = rs_xmalloc(n.cap * sizeof *n.e);
+    for (size_t i = 0; i < n.cap; i++) n.e[i].k0 = UINT64_MAX;
     for (size_t i = 0; i < m->cap; i++) {
-        if (!m->used[i]) continue;
-        size_t j = slot_of(&n, m->k[2 * i], m->k[2 * i + 1]);
-        while (n.used[j]) j = (j + 1) & (n.cap - 1);
-        n.used[j] = 1;
-        n.k[2 * j] = m->k[2 * i];
-        n.k[2 * j + 1] = m->k[2 * i + 1];
-        n.v[j] = m->v[i];
+        if (m->e[i].k0 == UINT64_MAX) continue;
+        size_t j = slot_of(&n, m->e[i].k0, m->e[i].k1);
+        while (n.e[j].k0 != UINT64_MAX) j = (j + 1) & (n.cap - 1);
+        n.e[j] = m->e[i];
     }
     n.n = m->n;
-    pl_map_free(m);
+    free(m->e);
     *m = n;
 }
 
 uint64_t *pl_map_put(pl_map *m, uint64_t k0, uint64_t k1, int *created)
 {
+    rs_assert(k0 != UINT64_MAX);
     if ((m->n + 1) * 2 > m->cap) map_grow(m);
     size_t i = slot_of(m, k0, k1);
-    for (; m->used[i]; i = (i + 1) & (m->cap - 1))
-        if (m->k[2 * i] == k0 && m->k[2 * i + 1] == k1) {
+    for (; m->e[i].k0 != UINT64_MAX; i = (i + 1) & (m->cap - 1))
+        if (m->e[i].k0 == k0 && m->e[i].k1 == k1) {
             if (created) *created = 0;
-            return &m->v[i];
+            return &m->e[i].v;
         }
-    m->used[i] = 1;
-    m->k[2 * i] = k0;
-    m->k[2 * i + 1] = k1;
-    m->v[i] = 0;
+    m->e[i].k0 = k0;
+    m->e[i].k1 = k1;
+    m->e[i].v = 0;
     m->n++;
     if (created) *created = 1;
-    return &m->v[i];
+    return &m->e[i].v;
 }
 
 void pl_map_clear(pl_map *m)
 {
-    if (m->cap && m->n) memset(m->used, 0, m->cap);
+    if (m->cap && m->n)
+        for (size_t i = 0; i < m->cap; i++) m->e[i].k0 = UINT64_MAX;
     m->n = 0;
 }
 
 void pl_map_free(pl_map *m)
 {
-    free(m->k);
-    free(m->v);
-    free(m->used);
+    free(m->e);
     memset(m, 0, sizeof *m);
 }
 
@@ -100,7 +96,7 @@ void pl_intern_init(pl_intern *t)
 uint32_t pl_intern_add(pl_intern *t, const uint32_t *v, uint32_t n)
 {
     if (n == 0) return 0;
-    uint64_t h = rs_hash64(v, n * sizeof *v, n);
+    uint64_t h = rs_hash64(v, n * sizeof *v, n) >> 1; /* never all ones */
     for (uint64_t probe = 0;; probe++) {
         int created;
         uint64_t *slot = pl_map_put(&t->index, h, probe, &created);

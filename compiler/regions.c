@@ -415,6 +415,22 @@ static int dst_cells(pl_ctx *c, uint32_t dslot)
         }
     }
 
+    /* dims where every held source piece covers every elementary interval with its only interval: no
+     * search needed there */
+    uint8_t trivial[PL_ND];
+    uint32_t nheld = 0;
+    for (uint32_t s = 0; s < nsrc; s++) nheld += c->tp[s].held;
+    for (uint32_t d = 0; d < nd; d++) {
+        trivial[d] = 1;
+        for (uint32_t s = 0; s < nsrc && trivial[d]; s++)
+            if (c->tp[s].held && (c->tp[s].K[d] != 1 || c->tp[s].lo[d][0] > el[d][0].lo ||
+                                  c->tp[s].hi[d][0] < el[d][nel[d] - 1].hi))
+                trivial[d] = 0;
+        if (trivial[d])
+            for (uint32_t e = 0; e < nel[d]; e++)
+                if (el[d][e].ncov != nheld) trivial[d] = 0;
+    }
+
     /* cells: the product of the elementary intervals */
     uint32_t idx[PL_ND] = {0};
     uint32_t es = (uint32_t)rs_dtype_size(t->dtype);
@@ -447,7 +463,7 @@ static int dst_cells(pl_ctx *c, uint32_t dslot)
             base += D->lin[d][e->kd];
             dlo[d] = D->lo[d][e->kd];
             dhi[d] = D->hi[d][e->kd];
-            if (e->ncov < el[best][idx[best]].ncov) best = d;
+            if (!trivial[d] && (trivial[best] || e->ncov < el[best][idx[best]].ncov)) best = d;
         }
         /* covering sources: the pieces of the shortest cover list present in every dim */
         uint32_t ncover = 0;
@@ -461,8 +477,9 @@ static int dst_cells(pl_ctx *c, uint32_t dslot)
                 int ok = 1;
                 for (uint32_t d = 0; d < nd && ok; d++) {
                     const elem_iv *e = &el[d][idx[d]];
-                    int64_t q = d == best ? (int64_t)covs[best][2 * (eb->cov + i) + 1]
-                                          : cov_find(covs[d] + 2 * e->cov, e->ncov, s);
+                    int64_t q = d == best   ? (int64_t)covs[best][2 * (eb->cov + i) + 1]
+                                : trivial[d] ? 0
+                                             : cov_find(covs[d] + 2 * e->cov, e->ncov, s);
                     if (q < 0) ok = 0;
                     else cover_ks[ncover][d] = (uint32_t)q;
                 }

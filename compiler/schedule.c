@@ -203,9 +203,9 @@ static void close_merges(pl_ctx *c)
 {
     pl_map *m = &c->merge;
     for (size_t i = 0; i < m->cap; i++) {
-        if (!m->used[i]) continue;
-        uint32_t sbid = (uint32_t)((m->k[2 * i] >> 8) & 0xffffffffu);
-        uint32_t cur = (uint32_t)(m->v[i] & 0xffffffffu), prev = (uint32_t)(m->v[i] >> 32);
+        if (m->e[i].k0 == UINT64_MAX) continue;
+        uint32_t sbid = (uint32_t)((m->e[i].k0 >> 8) & 0xffffffffu);
+        uint32_t cur = (uint32_t)(m->e[i].v & 0xffffffffu), prev = (uint32_t)(m->e[i].v >> 32);
         pl_stepb *b = &c->steps.v[sbid];
         if (cur && prev && try_extend(&b->pops.v[prev - 1], &b->pops.v[cur - 1], c->o->strided_reads))
             b->pops.v[cur - 1].dead = 1;

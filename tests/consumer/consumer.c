@@ -40,6 +40,9 @@ int main(int argc, char **argv)
     int version = 0;
     rsGetVersion(&version);
     printf("reshard %d (header %d)\n", version, RESHARD_VERSION_CODE);
+    /* the Python package's ctypes mirrors of the structs are compared with these (tests/consumer/run.sh) */
+    printf("sizes: config %zu plan_info %zu buffer_info %zu stats %zu\n", sizeof(rsConfig_t), sizeof(rsPlanInfo_t),
+           sizeof(rsBufferInfo_t), sizeof(rsExecStats_t));
     if (version != RESHARD_VERSION_CODE) return 1;
     if (rsPlanLoad(argv[1], RS_ALL_RANKS, &plan) != rsSuccess) {
         fprintf(stderr, "consumer: %s\n", rsGetLastError());

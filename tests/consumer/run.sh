@@ -34,7 +34,7 @@ cmake -S "$src/tests/consumer" -B "$work/build" -G "$gen" -DCMAKE_PREFIX_PATH="$
       -DCMAKE_C_FLAGS="$cflags" >"$work/configure.log" 2>&1 || { cat "$work/configure.log"; exit 1; }
 grep "consumer: reshard" "$work/configure.log"
 cmake --build "$work/build" >"$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
-"$work/build/consumer_shared" "$work/tiny.plan"
+"$work/build/consumer_shared" "$work/tiny.plan" | tee "$work/consumer.out"
 [ -x "$work/build/consumer_static" ] || { echo "reshard::reshard_static was not found"; exit 1; }
 "$work/build/consumer_static" "$work/tiny.plan" | tail -1
 
@@ -71,6 +71,13 @@ p = reshard.library_path()
 assert p.startswith('$prefix/'), p
 plan = reshard.Plan('$work/tiny.plan', 2)
 print('python:', p, plan.buffers())
+import ctypes
+from reshard import _lib
+py = 'sizes: config %d plan_info %d buffer_info %d stats %d' % tuple(ctypes.sizeof(t) for t in (
+    _lib.Config, _lib.PlanInfoC, _lib.BufferInfoC, _lib.ExecStatsC))
+c = [l for l in open('$work/consumer.out') if l.startswith('sizes:')][0].strip()
+assert py == c, 'ctypes structs differ from reshard.h: %s (C: %s)' % (py, c)
+print('python structs match reshard.h:', py)
 "
 fi
 echo "install test OK"

@@ -540,6 +540,32 @@ class HelperTests(unittest.TestCase):
                 x.run(stream=0x10)
         on_rank(0, fn)
 
+    def test_debug_logging(self):
+        """RESHARD_DEBUG=INFO logs plan loading, executors, binding; TRACE every op (dump's printer); unset: quiet."""
+        code = """if True:
+            import numpy as np, reshard
+            g = reshard.LocalGroup(4, timeout_ms=20000)
+            p = reshard.Plan(%r)
+            a = [np.zeros((4, 4), np.float32)] * 2 + [np.zeros((8, 2), np.float32) for _ in range(2)]
+            def main(r):
+                with g.executor(p, r) as x:
+                    x.bind("w", a[r]); x.run(); x.synchronize()
+            reshard.run_threads(4, main)
+            g.close()
+        """ % PLANS["tiny"]
+        out = {}
+        for level in ("", "INFO", "TRACE"):
+            env = dict(os.environ, RESHARD_DEBUG=level)
+            r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            out[level] = r.stderr
+        self.assertEqual(out[""], "")
+        self.assertIn("reshard INFO: plan loaded: world 4", out["INFO"])
+        self.assertIn("reshard[2] INFO: all 1 buffers bound", out["INFO"])
+        self.assertNotIn("TRACE", out["INFO"])
+        self.assertIn("reshard[0] TRACE:", out["TRACE"])
+        self.assertIn("SEND", out["TRACE"])
+
     def test_library_lookup(self):
         env = dict(os.environ, RESHARD_LIBRARY=os.path.join(TMP, "no-such-libreshard.so"))
         r = subprocess.run([sys.executable, "-c", "import reshard; reshard.library_path()"], env=env,

@@ -98,7 +98,15 @@ typedef struct {
     uint64_t budget;
     /* error context */
     uint32_t cur_rank, cur_step, cur_op;
+    /* source descriptors that map to one tensor desc as a whole (direct-mapped by address) */
+    struct dcache_ent {
+        const rs_desc *d;
+        uint32_t rank, vp;
+        int ok;
+        rs_desc td;
+    } *dcache;
 } vctx;
+#define DCACHE_SLOTS 65536
 
 static int vfail(vctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int vfail(vctx *c, const char *fmt, ...)
@@ -796,8 +804,28 @@ static int check_delivery(vctx *c, uint32_t drank, const vseg_vec *ld, uint64_t 
         cd.count[0] = p->len;
         cd.stride[0] = 1;
         if (decompose(c, p->src, p->loc, &cd, 0, p->len, &c->ls)) return -1;
-    } else if (decompose(c, p->src, p->loc, p->d, p->pos, p->len, &c->ls)) {
-        return -1;
+    } else {
+        /* a whole source desc maps to one tensor desc most of the time: decompose it once */
+        struct dcache_ent *ce = &c->dcache[((uintptr_t)p->d >> 4) * 0x9e3779b97f4a7c15ull >> 48];
+        if (ce->d != p->d || ce->rank != p->src) {
+            ce->d = p->d;
+            ce->rank = p->src;
+            ce->ok = 0;
+            if (decompose(c, p->src, p->loc, p->d, 0, dbytes(p->d), &c->ls)) return -1;
+            if (c->ls.n == 1) {
+                ce->ok = 1;
+                ce->vp = c->ls.v[0].vp;
+                ce->td = c->ls.v[0].td;
+            }
+        }
+        rs_desc one;
+        if (ce->ok && dslice1(&ce->td, p->pos, p->len, &one)) {
+            c->ls.n = 0;
+            vseg sg = {ce->vp, p->len, one};
+            rs_vec_push(&c->ls, sg);
+        } else if (decompose(c, p->src, p->loc, p->d, p->pos, p->len, &c->ls)) {
+            return -1;
+        }
     }
     /* walk the destination segments overlapping [du, du + len) */
     uint64_t pos = ld_base, want = du, end = du + p->len;
@@ -986,6 +1014,7 @@ static void free_all(vctx *c, vglob *g)
         free(c->pages);
     }
     free(c->npages);
+    free(c->dcache);
     rs_vec_free(&c->slice_a);
     rs_vec_free(&c->slice_b);
     rs_vec_free(&c->ld);
@@ -1160,7 +1189,10 @@ static void step_footprint(const rs_rank_prog *g, uint32_t s, iv_vec *out)
         default: break;
         }
     }
-    if (out->n - base > 1) qsort(out->v + base, out->n - base, sizeof *out->v, iv_cmp);
+    int sorted = 1;
+    for (size_t i = base + 1; i < out->n && sorted; i++)
+        if (iv_cmp(&out->v[i - 1], &out->v[i]) > 0) sorted = 0;
+    if (!sorted) qsort(out->v + base, out->n - base, sizeof *out->v, iv_cmp);
 }
 
 /* within one step: writes never overlap each other, and a RECV never writes what a SEND reads */
@@ -1661,7 +1693,10 @@ static int coverage(vctx *c)
                 for (size_t i = 0; i < segs.n && !rc; i++) td_boxes(c, &c->vp[segs.v[i].vp], &segs.v[i].td, &boxes);
             }
         if (rc) break;
-        if (boxes.n > 1) qsort(boxes.v, boxes.n, sizeof *boxes.v, vbox_cmp);
+        int sorted = 1;
+        for (size_t i = 1; i < boxes.n && sorted; i++)
+            if (vbox_cmp(&boxes.v[i - 1], &boxes.v[i]) > 0) sorted = 0;
+        if (!sorted) qsort(boxes.v, boxes.n, sizeof *boxes.v, vbox_cmp);
         /* per piece: disjoint, and the volumes add up to the block */
         for (size_t i = 0; i < boxes.n && !rc;) {
             size_t j = i;
@@ -1760,6 +1795,7 @@ int rs_plan_verify_all(const rs_plan *P, char *err, size_t errlen)
     if (!rc) {
         c.pages = rs_xcalloc(c.world, sizeof *c.pages);
         c.npages = rs_xcalloc(c.world, sizeof *c.npages);
+        c.dcache = rs_xcalloc(DCACHE_SLOTS, sizeof *c.dcache);
         rc = simulate(&c, &G);
     }
     if (!rc) rc = coverage(&c);

@@ -49,9 +49,11 @@ class LocalGroup:
                               **kw)
 
     def close(self):
-        h, self._h = getattr(self, "_h", None), None
+        """Free the group; refused (ReshardError) while executors on it are open."""
+        h = getattr(self, "_h", None)
         if h and _lib._lib is not None:
             check(_lib._lib.rsGroupDestroy(h), "rsGroupDestroy")
+        self._h = None
 
     def __del__(self):
         try:
@@ -104,6 +106,8 @@ class Executor:
         ``comm`` is the ncclComm_t as an int, a ctypes.c_void_p or an object holding it in .comm (vLLM's
         PyNcclCommunicator). ``plan`` is loaded for this rank. Collective over the communicator. ``stream``: the
         CUDA stream runs are ordered on (int, torch.cuda.Stream, ...; None: the executor makes one)."""
+        if plan.rank is None:
+            raise ReshardError(rsInvalidArgument, "load the plan for this rank: Plan(path, rank)", "Executor.nccl")
         cfg = cls._config(timeout_ms, stream, device, staging)
         h = ctypes.c_void_p()
         check(_lib.lib().rsExecCreateNccl(plan.handle, ctypes.c_void_p(_cuda.comm_handle(comm)), ctypes.byref(cfg),
@@ -281,12 +285,15 @@ class Executor:
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        if exc_type is not None and self._h:
-            try:
-                self.abort()  # let the other ranks fail now instead of waiting for this one
-            except ReshardError:
-                pass
-        self.close()
+        if exc_type is None:
+            self.close()
+            return
+        try:  # an exception is on its way: the other ranks fail now instead of waiting, and it stays the error
+            if self._h:
+                self.abort()
+            self.close()
+        except ReshardError:
+            pass
 
     def __repr__(self):
         return "<reshard.Executor rank %s on %s, %d of %d buffers bound>" % (

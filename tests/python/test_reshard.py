@@ -534,6 +534,17 @@ class HelperTests(unittest.TestCase):
             on_rank(2, lambda x: x.bind("w", data))
         self.assertIn("read-only", str(cm.exception))
 
+    def test_group_close_refused_while_in_use(self):
+        group = reshard.LocalGroup(4, timeout_ms=TIMEOUT_MS)
+        plan = reshard.Plan(PLANS["tiny"])
+        execs = reshard.run_threads(4, lambda r: group.executor(plan, r))
+        with self.assertRaises(reshard.ReshardError) as cm:
+            group.close()
+        self.assertIn("executors still use the group", cm.exception.message)
+        for x in execs:
+            x.close()
+        group.close()  # now it works: the handle was kept
+
     def test_cpu_run_refuses_a_stream(self):
         def fn(x):
             with self.assertRaises(reshard.ReshardError):

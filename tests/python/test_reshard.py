@@ -513,6 +513,33 @@ class HelperTests(unittest.TestCase):
         with self.assertRaises(reshard.ReshardError):
             _cuda.unique_id_bytes(b"short")
 
+    def test_stream_join_order(self):
+        """run(stream=S) on an NCCL executor with stream E: record on S, E waits; run; record on E, S waits."""
+        from reshard import _cuda
+        calls = []
+
+        class FakeDriver:
+            def cuEventRecord(self, ev, stream):
+                calls.append(("record", ev.value, stream))
+                return 0
+
+            def cuStreamWaitEvent(self, stream, ev, flags):
+                calls.append(("wait", stream, ev.value))
+                return 0
+
+            def cuEventDestroy_v2(self, ev):
+                calls.append(("destroy", ev.value))
+                return 0
+
+        j = _cuda.StreamJoin()
+        j._cu, j._ev = FakeDriver(), [ctypes.c_void_p(1), ctypes.c_void_p(2)]
+        j.before(0x5, 0xE)
+        calls.append("run")
+        j.after(0xE, 0x5)
+        j.close()
+        self.assertEqual(calls, [("record", 1, 0x5), ("wait", 0xE, 1), "run", ("record", 2, 0xE), ("wait", 0x5, 2),
+                                 ("destroy", 1), ("destroy", 2)])
+
     def test_nccl_errors_are_reported(self):
         """On a machine without a GPU (or a library without NCCL) the NCCL constructors fail with the library's
         message; a NULL communicator is refused."""

@@ -45,12 +45,12 @@ target_link_libraries(fuzz_front_once PRIVATE rscompiler)
 target_compile_definitions(fuzz_front_once PRIVATE ${RS_FUZZ_DEFS})
 add_executable(fuzz_plan_once ${RS_FUZZ_PLAN_SRC} ${RS_FUZZ_DIR}/fuzz_main.c)
 target_link_libraries(fuzz_plan_once PRIVATE rs_fmt_fixture)
-file(MAKE_DIRECTORY ${RS_FUZZ_DIR}/regress/front ${RS_FUZZ_DIR}/regress/plan)
 add_test(NAME fuzz.regress.front
          COMMAND fuzz_front_once ${RS_FUZZ_DIR}/regress/front ${PROJECT_SOURCE_DIR}/examples
                  ${CMAKE_CURRENT_SOURCE_DIR}/front ${CMAKE_CURRENT_SOURCE_DIR}/errors)
-add_test(NAME fuzz.regress.plan COMMAND fuzz_plan_once ${RS_FUZZ_DIR}/regress/plan)
+add_test(NAME fuzz.regress.plan COMMAND fuzz_plan_once ${RS_FUZZ_DIR}/regress/plan ${RS_FMT_WORK})
 set_tests_properties(fuzz.regress.front fuzz.regress.plan PROPERTIES LABELS fuzz TIMEOUT 300)
+set_tests_properties(fuzz.regress.plan PROPERTIES FIXTURES_REQUIRED rs_fmt_plans) # the fixture plans as seeds
 
 # Smoke runs with libFuzzer: only where clang can link -fsanitize=fuzzer (clang, libclang-rt-14-dev), and
 # not inside the sanitize or fuzz sub-builds themselves.

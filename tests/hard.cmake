@@ -44,3 +44,24 @@ add_test(NAME hard.fingerprints
                  sh ${RS_HARD_DIR}/fingerprints.sh $<TARGET_FILE:reshardc> ${RS_HARD_WORK} ${RS_HARD_NAMES})
 set_tests_properties(hard.fingerprints PROPERTIES LABELS "hard;golden" TIMEOUT 120
                      FIXTURES_REQUIRED "${RS_HARD_FIXTURES}")
+
+# Hostile layouts against the front end's limits: a clean error at the position, inside a 1 GiB address-space
+# cap per case (the program sets RLIMIT_AS, as `ulimit -v`; not in the sanitize build).
+add_executable(hard_limits ${RS_HARD_DIR}/limits.c)
+target_link_libraries(hard_limits PRIVATE rscompiler)
+add_test(NAME hard.limits COMMAND hard_limits 1024)
+set_tests_properties(hard.limits PROPERTIES LABELS hard TIMEOUT 300)
+
+# The CPU suite under ASan + UBSan: a sub-build of this tree in build/sanitize (-DRESHARD_SANITIZE=ON
+# -DRESHARD_GPU=OFF), built and tested by tests/hard/sanitize.sh. Selection: everything but the `examples` label
+# (full-size compiles, Python references) and `gpu`, and the largest scaled example (moe-2.5t: its replay and
+# corruption run minutes under ASan; the seven others cover the same code). That keeps front end, format,
+# planner property tests, runtime replays of in-memory and scaled example plans, corruption, limits, fuzz
+# regressions. Not registered inside the sub-builds themselves.
+if(NOT RESHARD_SANITIZE AND NOT RESHARD_FUZZ)
+  add_test(NAME sanitize
+           COMMAND sh ${RS_HARD_DIR}/sanitize.sh ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR}/sanitize "${CMAKE_GENERATOR}"
+                   -LE "examples|gpu" -E "moe-2[.]5t")
+  # COST: started first, so that it overlaps the rest of the suite instead of running after it
+  set_tests_properties(sanitize PROPERTIES LABELS sanitize TIMEOUT 1800 COST 100000)
+endif()

@@ -60,7 +60,7 @@ int main(int argc, char **argv)
             sprintf(names[nn++], "%s/%s", argv[i], e->d_name);
         }
         if (d) closedir(d);
-        qsort(names, nn, sizeof *names, cmp);
+        if (nn) qsort(names, nn, sizeof *names, cmp);
         for (size_t k = 0; k < nn; k++) {
             if (stat(names[k], &st) == 0 && S_ISREG(st.st_mode)) {
                 if (run_file(names[k])) return 2;

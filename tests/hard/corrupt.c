@@ -354,6 +354,7 @@ static void test_resealed(uint32_t per_section, reseal_counts *c)
             snprintf(what, sizeof what, "resealed byte %llu ^ %#x (%s)", (unsigned long long)at, x,
                      rs_plan_section_name(sec[i].id));
             c->tried++;
+            if (getenv("HARD_CORRUPT_VERBOSE")) fprintf(stderr, "%s\n", what);
             rs_plan Q;
             int whole_ok = 0;
             if (rs_plan_decode(t, olen, -1, &Q, err, sizeof err)) {

@@ -58,11 +58,14 @@ typedef rs_vec(vseg) vseg_vec;
 /* staging content, per rank in pages of 1 MiB: each page keeps, sorted by start, the byte ranges of it
  * that hold data: bytes [start, start + len) hold the stream of desc d (over binding loc of rank src)
  * from position pos (d == NULL: the bytes of the binding from offset pos). */
-#define PG_SHIFT 20
+#define PG_SHIFT 20     /* 1 MiB pages, larger when a rank's staging would need more than PG_MAX pages */
+#define PG_MAX 65536
+#define RUNS_MAX (1ull << 31) /* byte runs the data check follows at most (a hostile plan gets an error) */
+#define STEP_RUNS_MAX (1ull << 24)
 typedef struct {
-    uint64_t start, pos;
+    uint64_t start, pos, len;
     const rs_desc *d;
-    uint32_t len, src, loc;
+    uint32_t src, loc;
 } pent;
 typedef struct {
     pent *v;
@@ -91,6 +94,8 @@ typedef struct {
     /* staging content */
     page **pages;     /* [world][staging pages], allocated when first used */
     uint32_t *npages; /* [world] */
+    uint8_t *pgshift; /* [world] */
+    uint64_t runs_left;
     /* scratch */
     desc_vec slice_a, slice_b;
     vseg_vec ld, ls;
@@ -883,10 +888,15 @@ static int check_delivery(vctx *c, uint32_t drank, const vseg_vec *ld, uint64_t 
 
 /* ---- staging content (pages of sorted byte ranges) ---- */
 
+static int charge_runs(vctx *c, uint64_t n);
+
 static page *page_of(vctx *c, uint32_t rank, uint64_t pg)
 {
     if (!c->pages[rank]) {
-        c->npages[rank] = (uint32_t)((c->P->ranks[rank].staging_bytes >> PG_SHIFT) + 1);
+        uint8_t sh = PG_SHIFT;
+        while ((c->P->ranks[rank].staging_bytes >> sh) + 1 > PG_MAX) sh++;
+        c->pgshift[rank] = sh;
+        c->npages[rank] = (uint32_t)((c->P->ranks[rank].staging_bytes >> sh) + 1);
         c->pages[rank] = rs_xcalloc(c->npages[rank], sizeof(page));
     }
     rs_assert(pg < c->npages[rank]);
@@ -916,13 +926,17 @@ static void page_put(page *p, uint32_t at, uint32_t nremove, const pent *ins, ui
     p->n = p->n - nremove + nins;
 }
 
-static void tassign(vctx *c, uint32_t rank, uint64_t start, uint64_t len, const prov *pv)
+static int tassign(vctx *c, uint32_t rank, uint64_t start, uint64_t len, const prov *pv)
 {
     uint64_t end = start + len;
-    for (uint64_t pg = start >> PG_SHIFT; len && pg <= (end - 1) >> PG_SHIFT; pg++) {
+    if (!len) return 0;
+    page_of(c, rank, 0); /* sets the rank's page size */
+    uint8_t sh = c->pgshift[rank];
+    if (charge_runs(c, ((end - 1) >> sh) - (start >> sh) + 1)) return -1;
+    for (uint64_t pg = start >> sh; len && pg <= (end - 1) >> sh; pg++) {
         page *p = page_of(c, rank, pg);
-        uint64_t x = start > pg << PG_SHIFT ? start : pg << PG_SHIFT;
-        uint64_t y = end < (pg + 1) << PG_SHIFT ? end : (pg + 1) << PG_SHIFT;
+        uint64_t x = start > pg << sh ? start : pg << sh;
+        uint64_t y = end < (pg + 1) << sh ? end : (pg + 1) << sh;
         /* entries i..j-1 overlap [x, y): keep what sticks out on either side */
         uint32_t i = page_find(p, x), j = i;
         while (j < p->n && p->v[j].start < y) j++;
@@ -930,21 +944,22 @@ static void tassign(vctx *c, uint32_t rank, uint64_t start, uint64_t len, const 
         uint32_t ni = 0;
         if (i < j && p->v[i].start < x) {
             pent l = p->v[i];
-            l.len = (uint32_t)(x - l.start);
+            l.len = x - l.start;
             ins[ni++] = l;
         }
-        pent n = {x, pv->pos + (x - start), pv->d, (uint32_t)(y - x), pv->src, pv->loc};
+        pent n = {x, pv->pos + (x - start), y - x, pv->d, pv->src, pv->loc};
         ins[ni++] = n;
         if (i < j && p->v[j - 1].start + p->v[j - 1].len > y) {
             pent r = p->v[j - 1];
             uint64_t e = r.start + r.len;
             r.pos += y - r.start;
             r.start = y;
-            r.len = (uint32_t)(e - y);
+            r.len = e - y;
             ins[ni++] = r;
         }
         page_put(p, i, j - i, ins, ni);
     }
+    return 0;
 }
 
 /* Content of staging [a, b) of rank: provenance pieces in order (adjacent pieces of one stream joined);
@@ -953,8 +968,10 @@ static int tquery(vctx *c, uint32_t rank, uint64_t a, uint64_t b, prov_vec *out)
 {
     out->n = 0;
     uint64_t at = a;
-    for (uint64_t pg = a >> PG_SHIFT; a < b && pg <= (b - 1) >> PG_SHIFT; pg++) {
-        if (!c->pages[rank] || pg >= c->npages[rank]) return -1;
+    if (!c->pages[rank]) return a < b ? -1 : 0;
+    uint8_t sh = c->pgshift[rank];
+    for (uint64_t pg = a >> sh; a < b && pg <= (b - 1) >> sh; pg++) {
+        if (pg >= c->npages[rank]) return -1;
         const page *p = &c->pages[rank][pg];
         for (uint32_t i = page_find(p, at); i < p->n && p->v[i].start < b; i++) {
             const pent *e = &p->v[i];
@@ -1014,6 +1031,7 @@ static void free_all(vctx *c, vglob *g)
         free(c->pages);
     }
     free(c->npages);
+    free(c->pgshift);
     free(c->dcache);
     rs_vec_free(&c->slice_a);
     rs_vec_free(&c->slice_b);
@@ -1146,6 +1164,23 @@ static int iv_cmp(const void *x, const void *y)
 
 typedef rs_vec(iv) iv_vec;
 
+/* Take n byte runs from the budget; an error when it is spent. */
+static int charge_runs(vctx *c, uint64_t n)
+{
+    if (n > c->runs_left) {
+        c->runs_left = 0;
+        return vfail(c, "plan too large to verify (more than 2^31 byte runs, or 2^24 in one step)");
+    }
+    c->runs_left -= n;
+    return 0;
+}
+
+static uint64_t desc_nruns(const rs_desc *d)
+{
+    uint64_t run = d->count[d->ndim - 1];
+    return run ? dbytes(d) / run : 0;
+}
+
 static void desc_runs(const rs_desc *d, uint8_t w, uint8_t what, iv_vec *out)
 {
     uint64_t run = d->count[d->ndim - 1];
@@ -1164,11 +1199,20 @@ static void desc_runs(const rs_desc *d, uint8_t w, uint8_t what, iv_vec *out)
     }
 }
 
-/* Appends step s's sorted staging footprint to out. */
-static void step_footprint(const rs_rank_prog *g, uint32_t s, iv_vec *out)
+/* Appends step s's sorted staging footprint to out (-1: too many runs). */
+static int step_footprint(vctx *c, const rs_rank_prog *g, uint32_t s, iv_vec *out)
 {
     size_t base = out->n;
     const rs_step *st = &g->steps[s];
+    uint64_t nr = 0;
+    for (uint32_t k = 0; k < st->nops; k++) {
+        const rs_op *o = &g->ops[st->op_begin + k];
+        if (o->code == RS_OP_PACK) nr += desc_nruns(&g->descs[o->dst]);
+        else if (o->code == RS_OP_UNPACK) nr += desc_nruns(&g->descs[o->src]);
+        else nr++;
+        if (nr > STEP_RUNS_MAX) return charge_runs(c, UINT64_MAX);
+    }
+    if (charge_runs(c, nr)) return -1;
     for (uint32_t k = 0; k < st->nops; k++) {
         const rs_op *o = &g->ops[st->op_begin + k];
         switch (o->code) {
@@ -1193,6 +1237,7 @@ static void step_footprint(const rs_rank_prog *g, uint32_t s, iv_vec *out)
     for (size_t i = base + 1; i < out->n && sorted; i++)
         if (iv_cmp(&out->v[i - 1], &out->v[i]) > 0) sorted = 0;
     if (!sorted) qsort(out->v + base, out->n - base, sizeof *out->v, iv_cmp);
+    return 0;
 }
 
 /* within one step: writes never overlap each other, and a RECV never writes what a SEND reads */
@@ -1255,10 +1300,11 @@ static int check_races(vctx *c)
         /* every step's footprint, once */
         fp.n = 0;
         at.n = 0;
-        for (uint32_t s = 0; s < g->nsteps; s++) {
+        for (uint32_t s = 0; s < g->nsteps && !rc; s++) {
             rs_vec_push(&at, fp.n);
-            step_footprint(g, s, &fp);
+            rc = step_footprint(c, g, s, &fp);
         }
+        if (rc) break;
         rs_vec_push(&at, fp.n);
         for (uint32_t s = 0; s < g->nsteps && !rc; s++)
             rc = step_internal(c, r, s, fp.v + at.v[s], at.v[s + 1] - at.v[s]);
@@ -1336,11 +1382,12 @@ static int do_phase1(vctx *c, uint32_t r, uint32_t s)
             uint64_t run = dd->count[dd->ndim - 1];
             if (!run) continue;
             uint64_t nrun = dbytes(dd) / run, idx[RS_DESC_MAX_DIMS] = {0};
+            if (charge_runs(c, nrun)) return -1;
             for (uint64_t q = 0; q < nrun; q++) {
                 uint64_t off = dd->offset;
                 for (uint32_t i = 0; i + 1 < dd->ndim; i++) off += idx[i] * dd->stride[i];
                 prov p = {r, sd->loc, sd, q * run, run};
-                tassign(c, r, off, run, &p);
+                if (tassign(c, r, off, run, &p)) return -1;
                 for (int i = (int)dd->ndim - 2; i >= 0; i--) {
                     if (++idx[i] < dd->count[i]) break;
                     idx[i] = 0;
@@ -1378,6 +1425,10 @@ static int do_phase3(vctx *c, uint32_t r, uint32_t s)
         uint64_t run = sd->count[sd->ndim - 1];
         if (!run) continue;
         uint64_t nrun = dbytes(sd) / run, idx[RS_DESC_MAX_DIMS] = {0};
+        if (charge_runs(c, nrun)) {
+            rc = -1;
+            break;
+        }
         for (uint64_t q = 0; q < nrun && !rc; q++) {
             uint64_t off = sd->offset;
             for (uint32_t i = 0; i + 1 < sd->ndim; i++) off += idx[i] * sd->stride[i];
@@ -1418,8 +1469,8 @@ static int do_transfer(vctx *c, uint32_t a, uint32_t so, uint32_t b, uint32_t ro
     int rc = 0;
     if (y->loc == RS_LOC_STAGING) {
         uint64_t at = y->off;
-        for (size_t i = 0; i < content.n; i++) {
-            tassign(c, b, at, content.v[i].len, &content.v[i]);
+        for (size_t i = 0; i < content.n && !rc; i++) {
+            rc = tassign(c, b, at, content.v[i].len, &content.v[i]);
             at += content.v[i].len;
         }
     } else {
@@ -1773,6 +1824,7 @@ int rs_plan_verify_all(const rs_plan *P, char *err, size_t errlen)
         if (!P->ranks[r].loaded) return vfail(&c, "rank %u's program was not loaded (whole-plan checks need every rank)", r);
         if (rs_plan_verify_rank(P, r, err, errlen)) return -1;
     }
+    c.runs_left = RUNS_MAX;
     int rc = check_alignment(&c);
     if (!rc) {
         G.step_base = rs_xcalloc(c.world + 1, sizeof *G.step_base);
@@ -1795,6 +1847,7 @@ int rs_plan_verify_all(const rs_plan *P, char *err, size_t errlen)
     if (!rc) {
         c.pages = rs_xcalloc(c.world, sizeof *c.pages);
         c.npages = rs_xcalloc(c.world, sizeof *c.npages);
+        c.pgshift = rs_xcalloc(c.world, sizeof *c.pgshift);
         c.dcache = rs_xcalloc(DCACHE_SLOTS, sizeof *c.dcache);
         rc = simulate(&c, &G);
     }

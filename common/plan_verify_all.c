@@ -213,6 +213,7 @@ static int build_pieces(vctx *c)
 {
     const rs_layout *L = c->L;
     int rc = 0;
+    uint64_t explored = 0;
 #define BP_FAIL(...)                                                                               \
     do {                                                                                           \
         rc = vfail(c, __VA_ARGS__);                                                                \
@@ -245,6 +246,8 @@ static int build_pieces(vctx *c)
         for (;;) {
             uint64_t lin = 0;
             for (uint32_t a = 0; a < m->naxes; a++) lin = lin * (uint64_t)m->size[a] + (uint64_t)coord[a];
+            if (++explored > (1u << 24))
+                BP_FAIL("layout too large to verify (more than 2^24 rank-piece pairs)");
             int64_t n = rs_piece_block(L, p, coord, lo, hi);
             uint32_t rank = (uint32_t)m->ranks[lin];
             const rs_rank_prog *g = &c->P->ranks[rank];

@@ -72,7 +72,7 @@ int pl_bindings(pl_ctx *c)
             if (a < 0) break;
         }
     }
-    qsort(v.v, v.n, sizeof *v.v, bind_cmp);
+    if (v.n > 1) qsort(v.v, v.n, sizeof *v.v, bind_cmp);
     c->bind_begin = rs_xcalloc(c->world + 1, sizeof *c->bind_begin);
     c->bind_buf = rs_xmalloc((v.n + 1) * sizeof *c->bind_buf);
     c->bind_shape = rs_xmalloc((v.n + 1) * sizeof *c->bind_shape);

@@ -28,8 +28,9 @@ foreach(layout ${RS_HARD_EXAMPLES})
   add_test(NAME hard.plan.${ex}
            COMMAND $<TARGET_FILE:reshardc> ${layout} ${args} -o ${RS_HARD_WORK}/${ex}.plan --quiet)
   set_tests_properties(hard.plan.${ex} PROPERTIES LABELS hard TIMEOUT 300 FIXTURES_SETUP hard_plan_${ex})
-  # flips per section, resealed per section, every Nth truncation also through files
-  add_test(NAME hard.corrupt.${ex} COMMAND hard_corrupt ${RS_HARD_WORK}/${ex}.plan 64 12 65521)
+  # flips per section, resealed per section, every Nth truncation also through files, every truncation length
+  # up to 16 MiB (sampled above: only the largest example)
+  add_test(NAME hard.corrupt.${ex} COMMAND hard_corrupt ${RS_HARD_WORK}/${ex}.plan 64 12 65521 16777216)
   set_tests_properties(hard.corrupt.${ex} PROPERTIES LABELS hard TIMEOUT 600 FIXTURES_REQUIRED hard_plan_${ex})
   list(APPEND RS_HARD_NAMES ${ex})
 endforeach()

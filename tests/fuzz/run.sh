@@ -4,6 +4,10 @@
 #   tests/fuzz/run.sh build              configure and build the fuzz build (clang, ASan + UBSan, coverage)
 #   tests/fuzz/run.sh TARGET SECONDS     build, then fuzz TARGET (front or plan) for SECONDS on its seed corpus
 #
+# When libFuzzer stops on a crash, hang or out-of-memory, the input is replayed and matched against
+# tests/fuzz/known-crashes.txt (open bugs that already have a regression input): a known one is counted and
+# libFuzzer restarts on the same corpus for the time left; anything else ends the run and fails the script.
+#
 # Environment: RS_FUZZ_BUILD  build directory (default: build-fuzz in the source tree; CTest uses build/fuzz)
 #              CC             clang to use (default: clang);  RS_FUZZ_NO_BUILD=1  skip the build step
 #              RS_FUZZ_ARGS   extra libFuzzer flags (e.g. -jobs=2 -workers=2)
@@ -57,7 +61,7 @@ seeds() { # seeds TARGET DIR
             [ "$(wc -c <"$out")" -le 65536 ] || rm -f "$out"
         done ;;
     esac
-    for f in "$src"/tests/fuzz/regress/"$1"/*; do [ -f "$f" ] && cp "$f" "$2/regress_$(basename "$f")"; done
+    # (not tests/fuzz/regress: inputs of open bugs would stop every run at start; CTest runs them)
     return 0
 }
 
@@ -75,23 +79,52 @@ mkdir -p "$corpus" "$art"
 seeds "$target" "$seed"
 log=$B/fuzz-$target.log
 echo "run.sh: fuzz_$target for $secs s, $(ls "$seed" | wc -l) seeds, corpus $corpus, log $log"
-set +e
-# -timeout: one input may take this long (the front end's limits keep it far lower); -rss_limit_mb: memory
-# stays bounded or it is a finding; no leak detection (the harnesses do not own every allocation path)
+start=$(date +%s)
 known=${RS_FUZZ_KNOWN-$src/tests/fuzz/known-ub.supp}
-ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} \
-UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1${known:+:suppressions=$known}} \
-    "$B/tests/fuzz_$target" -max_total_time="$secs" -timeout=25 -rss_limit_mb=2048 -max_len=$maxlen \
-    -print_final_stats=1 -artifact_prefix="$art/" $dict ${RS_FUZZ_ARGS:-} "$corpus" "$seed" >"$log" 2>&1
-rc=$?
-set -e
-grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss_mb|stat::new_units_added)|cov: .*(DONE|INITED)' "$log" |
-    tail -6
-if [ $rc -ne 0 ]; then
-    echo "run.sh: fuzz_$target FAILED (exit $rc); the end of $log:" >&2
-    tail -60 "$log" >&2
-    echo "run.sh: crash inputs in $art: copy each into $src/tests/fuzz/regress/$target/ (CTest fuzz.regress.$target)" >&2
-    ls -l "$art" >&2
-    exit 1
-fi
-echo "run.sh: fuzz_$target: no crash in $secs s"
+patterns=$B/known-crashes.$target.txt
+grep -v -e '^#' -e '^$' "$src/tests/fuzz/known-crashes.txt" >"$patterns" || echo '^$^' >"$patterns"
+: >"$log"
+execs=0 knownc=0 runs=0 fail=0
+while :; do
+    left=$((secs - ($(date +%s) - start)))
+    [ $left -gt 0 ] || break
+    runs=$((runs + 1))
+    mark=$(date +%s)
+    set +e
+    # -timeout: one input may take this long (the front end's limits keep it far lower); -rss_limit_mb: memory
+    # stays bounded or it is a finding; no leak detection (the harnesses do not own every allocation path)
+    ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} \
+    UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1${known:+:suppressions=$known}} \
+        "$B/tests/fuzz_$target" -max_total_time=$left -timeout=25 -rss_limit_mb=2048 -max_len=$maxlen \
+        -print_final_stats=1 -artifact_prefix="$art/" $dict ${RS_FUZZ_ARGS:-} "$corpus" "$seed" >>"$log" 2>&1
+    rc=$?
+    set -e
+    n=$(grep '^stat::number_of_executed_units:' "$log" | tail -1 | awk '{print $2}')
+    execs=$((execs + ${n:-0}))
+    sed -i 's/^stat::number_of_executed_units:/stat::counted_units:/' "$log"
+    [ $rc -ne 0 ] || break
+    # the input that stopped it: replayed, matched against the known open bugs
+    a=$(ls -t "$art" 2>/dev/null | head -1)
+    if [ -z "$a" ] || [ "$(stat -c %Y "$art/$a")" -lt "$mark" ]; then
+        echo "run.sh: fuzz_$target exited $rc without a crash input; the end of $log:" >&2
+        tail -30 "$log" >&2
+        fail=1
+        break
+    fi
+    out=$(ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1${known:+:suppressions=$known} \
+          timeout 120 "$B/tests/fuzz_$target" -runs=1 -rss_limit_mb=2048 "$art/$a" 2>&1) || true
+    if printf '%s\n' "$out" | grep -q -f "$patterns"; then
+        knownc=$((knownc + 1))
+        [ $knownc -lt 1000 ] || break
+        continue
+    fi
+    echo "run.sh: NEW finding $art/$a:" >&2
+    printf '%s\n' "$out" | grep -E 'ERROR|SUMMARY|runtime error|#[0-9]+ ' | head -24 >&2
+    echo "run.sh: make it a regression test: copy it into $src/tests/fuzz/regress/$target/, then fix the bug" >&2
+    fail=1
+    break
+done
+cov=$(grep -E 'cov: [0-9]+' "$log" | tail -1 | sed -n 's/.*cov: \([0-9]*\) ft: \([0-9]*\).*/cov \1, ft \2/p')
+echo "run.sh: fuzz_$target: $execs executions in $(($(date +%s) - start)) s ($runs libFuzzer runs; $cov);" \
+     "$knownc stops on known open bugs; $fail new findings"
+exit $fail

@@ -182,9 +182,11 @@ static const char *loc_name(const rs_plan *P, const rs_rank_prog *g, uint32_t lo
     return loc == RS_LOC_STAGING ? "staging" : P->layout.buffers[g->bindings[loc].buffer].name;
 }
 
-/* A descriptor must lie inside its location and never touch a byte twice: each outer stride at least
- * the span of the dims inside it. Returns a reason or NULL. */
-static const char *desc_problem(const rs_rank_prog *g, const rs_desc *d)
+/* A descriptor must lie inside its location. One that is written (the destination of PACK, UNPACK and
+ * COPY) must also never touch a byte twice: each outer stride at least the span of the dims inside it.
+ * A source descriptor may read a byte twice (harmless), which lets one op read a column-sharded block for
+ * several receivers. Returns a reason or NULL. */
+static const char *desc_problem(const rs_rank_prog *g, const rs_desc *d, int may_overlap)
 {
     if (d->loc != RS_LOC_STAGING && d->loc >= g->nbindings) return "location is not a binding";
     if (d->ndim < 1 || d->ndim > RS_DESC_MAX_DIMS) return "descriptor dims outside 1..8";
@@ -194,7 +196,7 @@ static const char *desc_problem(const rs_rank_prog *g, const rs_desc *d)
     for (int i = (int)d->ndim - 2; i >= 0; i--) {
         if (d->count[i] == 0) empty = 1;
         if (d->count[i] > 1) {
-            if (d->stride[i] < span) return "descriptor dims overlap";
+            if (!may_overlap && d->stride[i] < span) return "descriptor dims overlap";
             if (rs_umul_ovf(d->count[i] - 1, d->stride[i], &t) || rs_uadd_ovf(t, span, &u))
                 return "descriptor overflows";
             span = u;
@@ -241,18 +243,20 @@ int rs_plan_verify_rank(const rs_plan *P, uint32_t rank, char *err, size_t errle
     if (rc) return rc;
 
     /* Descriptors are checked where an op first uses them (one pass over memory instead of two), the
-     * unused ones at the end. */
-    uint64_t *used = rs_xcalloc(g->ndescs / 64 + 1, sizeof *used);
-#define DESC_CHECK(i)                                                                              \
+     * unused ones at the end. used[] has two bits per descriptor: checked as a source (may overlap),
+     * checked as a destination (must not); a destination check also satisfies a source use. */
+    uint64_t *used = rs_xcalloc(g->ndescs / 32 + 1, sizeof *used);
+#define DESC_CHECK(i, written)                                                                     \
     do {                                                                                           \
         uint32_t i_ = (i);                                                                         \
-        if (!(used[i_ / 64] >> (i_ % 64) & 1)) {                                                   \
-            const char *why_ = desc_problem(g, &g->descs[i_]);                                     \
+        uint64_t bits_ = used[i_ / 32] >> (2 * (i_ % 32)) & 3;                                     \
+        if (!(bits_ & 2) && !(!(written) && bits_)) {                                              \
+            const char *why_ = desc_problem(g, &g->descs[i_], !(written));                         \
             if (why_) {                                                                            \
                 free(used);                                                                        \
                 return bad(err, errlen, "rank %u: descriptor %u: %s", rank, i_, why_);             \
             }                                                                                      \
-            used[i_ / 64] |= 1ull << (i_ % 64);                                                    \
+            used[i_ / 32] |= (uint64_t)((written) ? 3 : 1) << (2 * (i_ % 32));                    \
         }                                                                                          \
     } while (0)
 
@@ -313,8 +317,8 @@ int rs_plan_verify_rank(const rs_plan *P, uint32_t rank, char *err, size_t errle
             case RS_OP_COPY: {
                 if (o->src >= g->ndescs || o->dst >= g->ndescs)
                     RET_OPBAD("descriptor index out of range", rank, s, oi, name);
-                DESC_CHECK(o->src);
-                DESC_CHECK(o->dst);
+                DESC_CHECK(o->src, 0);
+                DESC_CHECK(o->dst, 1);
                 const rs_desc *a = &g->descs[o->src], *b = &g->descs[o->dst];
                 int want_a_staging = o->code == RS_OP_UNPACK, want_b_staging = o->code == RS_OP_PACK;
                 if ((a->loc == RS_LOC_STAGING) != want_a_staging || (b->loc == RS_LOC_STAGING) != want_b_staging)
@@ -332,7 +336,7 @@ int rs_plan_verify_rank(const rs_plan *P, uint32_t rank, char *err, size_t errle
 #undef OPBAD
         }
     }
-    for (uint32_t i = 0; i < g->ndescs; i++) DESC_CHECK(i); /* the ones no op uses */
+    for (uint32_t i = 0; i < g->ndescs; i++) DESC_CHECK(i, 0); /* the ones no op uses */
     free(used);
 #undef DESC_CHECK
 #undef RET_BAD

@@ -20,7 +20,11 @@ M(wait_forward, P->ranks[2].waits[0] = 1)
 M(wait_same_lane, P->ranks[2].steps[1].lane = RS_LANE_NET)
 M(bad_lane, P->ranks[0].steps[0].lane = 2)
 M(desc_outside, P->ranks[0].descs[0].offset = 8)
-M(desc_overlap, P->ranks[0].descs[0].stride[0] = 4)
+/* rank 2's first UNPACK writes 12 bytes as 2 rows of 6 only 3 apart: it would write bytes twice */
+M(desc_overlap, (P->ranks[2].descs[1].ndim = 2, P->ranks[2].descs[1].count[0] = 2, P->ranks[2].descs[1].count[1] = 6,
+                 P->ranks[2].descs[1].stride[0] = 3, P->ranks[2].descs[1].stride[1] = 1))
+/* rank 0's first PACK reads its 2 rows of 6 bytes only 4 apart: reading a byte twice is allowed */
+M(src_overlap, P->ranks[0].descs[0].stride[0] = 4)
 M(desc_inner_stride, P->ranks[0].descs[0].stride[1] = 2)
 M(desc_ndim, P->ranks[0].descs[0].ndim = 9)
 M(desc_loc, P->ranks[0].descs[0].loc = 5)
@@ -57,7 +61,7 @@ static const struct {
     {"wait on the same lane", wait_same_lane, 2, "waits for step 0 on its own lane"},
     {"bad lane", bad_lane, 0, "bad lane 2"},
     {"descriptor outside its binding", desc_outside, 0, "descriptor 0: descriptor outside its location"},
-    {"descriptor dims overlap", desc_overlap, 0, "descriptor dims overlap"},
+    {"descriptor dims overlap", desc_overlap, 2, "descriptor dims overlap"},
     {"innermost stride", desc_inner_stride, 0, "innermost stride is not 1"},
     {"descriptor dims", desc_ndim, 0, "descriptor dims outside 1..8"},
     {"descriptor location", desc_loc, 0, "location is not a binding"},
@@ -139,6 +143,13 @@ int main(void)
     CHECK(rs_plan_check_layout(&P.layout, err, sizeof err) == 0);
     rs_plan_free(&P);
     int failed = 0;
+    fx_build(&P); /* a source descriptor may read bytes twice (one op packs a column block for several peers) */
+    src_overlap(&P);
+    if (rs_plan_verify_rank(&P, 0, err, sizeof err)) {
+        fprintf(stderr, "overlapping source descriptor refused: %s\n", err);
+        failed = 1;
+    }
+    rs_plan_free(&P);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         fx_build(&P);
         cases[i].f(&P);

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "hard.h"
 #include "ir.h"
 #include "plan.h"
 #include "plan_dump.h"
@@ -56,13 +57,7 @@ static void copy_dir(const char *from, const char *to)
 static void setup(void)
 {
     if (sink) return;
-    const char *bases[] = {getenv("TMPDIR"), "/dev/shm", "/tmp"};
-    for (size_t i = 0; i < sizeof bases / sizeof *bases && !scratch[0]; i++) {
-        if (!bases[i]) continue;
-        snprintf(scratch, sizeof scratch, "%s/rs_fuzz_front.XXXXXX", bases[i]);
-        if (!mkdtemp(scratch)) scratch[0] = 0;
-    }
-    if (!scratch[0]) rs_die("fuzz_front: no scratch directory");
+    if (rs_hard_scratch(scratch, sizeof scratch, "rs_fuzz_front")) rs_die("fuzz_front: no scratch directory");
     char to[PATH_MAX + 16];
     snprintf(to, sizeof to, "%s/include", scratch);
     copy_dir(RS_SOURCE_DIR "/examples/include", to);

@@ -12,29 +12,14 @@
 
 #include "cmd.h"
 #include "fixture.h"
+#include "hard.h"
 #include "plan.h"
 #include "plan_io.h"
 #include "replay.h"
 #include "reshard.h"
 
-/* Under AddressSanitizer the bytes past a truncation are poisoned, so a read beyond `len` is reported
- * exactly, without a copy of the image per length. */
-#if defined(__SANITIZE_ADDRESS__)
-#define RS_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define RS_ASAN 1
-#endif
-#endif
-#ifdef RS_ASAN
-#include <sanitizer/asan_interface.h>
-#define POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
-#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
-#else
-#define POISON(p, n) ((void)(p), (void)(n))
-#define UNPOISON(p, n) ((void)(p), (void)(n))
-#endif
-
+/* Under AddressSanitizer the bytes past a truncation are poisoned (hard.h), so a read beyond `len` is
+ * reported exactly, without a copy of the image per length. */
 static const char *plan_path;
 static uint8_t *orig;         /* the plan as compiled */
 static size_t olen;
@@ -179,7 +164,7 @@ static uint64_t test_truncation(uint64_t file_every, uint64_t exhaustive)
     uint64_t n = 0;
     write_scratch(orig, olen); /* truncated in place, shorter and shorter */
     for (size_t len = olen; len-- > 0;) {
-        POISON(t + len, 1);
+        RS_POISON(t + len, 1);
         if (sampled_out(len, exhaustive)) continue;
         const char *want = expected_truncation(len, &cut);
         rs_plan Q;
@@ -198,7 +183,7 @@ static uint64_t test_truncation(uint64_t file_every, uint64_t exhaustive)
         }
         n++;
     }
-    UNPOISON(t, olen);
+    RS_UNPOISON(t, olen);
     /* and one byte too many */
     uint8_t *g = malloc(olen + 1);
     memcpy(g, orig, olen);

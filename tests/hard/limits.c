@@ -16,16 +16,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "hard.h"
 #include "ir.h"
 #include "util.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define RS_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define RS_ASAN 1
-#endif
-#endif
 
 static const char *HEAD = "topology { domain_size = 4; }\nmesh m [x = 2] = ranks 0..2;\n";
 static char scratch[PATH_MAX];
@@ -163,13 +156,7 @@ static void run(lcase *c, long cap_mb)
 int main(int argc, char **argv)
 {
     long cap_mb = argc > 1 ? atol(argv[1]) : 1024;
-    const char *bases[] = {getenv("TMPDIR"), "/dev/shm", "/tmp"};
-    for (size_t i = 0; i < sizeof bases / sizeof *bases && !scratch[0]; i++) {
-        if (!bases[i]) continue;
-        snprintf(scratch, sizeof scratch, "%s/rs_limits.XXXXXX", bases[i]);
-        if (!mkdtemp(scratch)) scratch[0] = 0;
-    }
-    if (!scratch[0]) rs_die("no scratch directory");
+    if (rs_hard_scratch(scratch, sizeof scratch, "rs_limits")) rs_die("no scratch directory");
 #ifdef RS_ASAN
     printf("AddressSanitizer build: no address-space cap\n");
 #else

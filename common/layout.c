@@ -33,6 +33,16 @@ void rs_mesh_coord(const rs_mesh *m, uint32_t linear, int64_t *coord)
     }
 }
 
+int rs_mesh_next_coord(const rs_mesh *m, const int64_t *fixed, int64_t *coord)
+{
+    for (int a = (int)m->naxes - 1; a >= 0; a--) {
+        if (fixed[a] >= 0) continue;
+        if (++coord[a] < m->size[a]) return 1;
+        coord[a] = 0;
+    }
+    return 0;
+}
+
 int rs_piece_holds(const rs_layout *L, const rs_piece *p, const int64_t *coord)
 {
     const rs_place *pl = L->places + p->place;

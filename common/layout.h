@@ -133,6 +133,10 @@ const char *rs_layout_name(rs_layout *L, const char *s, size_t len);
 /* Mesh coordinate of a linear index (row-major). */
 void rs_mesh_coord(const rs_mesh *m, uint32_t linear, int64_t *coord);
 
+/* Step coord to the next mesh coordinate in row-major order, leaving axes with fixed[a] >= 0 (pinned)
+ * alone. Returns 0 after the last one. */
+int rs_mesh_next_coord(const rs_mesh *m, const int64_t *fixed, int64_t *coord);
+
 /* Does the rank at mesh coordinate `coord` hold piece p (all pins match)? */
 int rs_piece_holds(const rs_layout *L, const rs_piece *p, const int64_t *coord);
 

@@ -303,13 +303,7 @@ static int build_pieces(vctx *c)
                 rs_vec_push(&vp, v);
                 rs_vec_push(&recs, r);
             }
-            int a = (int)m->naxes - 1;
-            for (; a >= 0; a--) {
-                if (fixed[a] >= 0) continue;
-                if (++coord[a] < m->size[a]) break;
-                coord[a] = 0;
-            }
-            if (a < 0) break;
+            if (!rs_mesh_next_coord(m, fixed, coord)) break;
         }
     }
 out:

@@ -63,13 +63,7 @@ int pl_bindings(pl_ctx *c)
                 }
                 rs_vec_push(&v, r);
             }
-            int a = (int)m->naxes - 1;
-            for (; a >= 0; a--) {
-                if (fixed[a] >= 0) continue;
-                if (++coord[a] < m->size[a]) break;
-                coord[a] = 0;
-            }
-            if (a < 0) break;
+            if (!rs_mesh_next_coord(m, fixed, coord)) break;
         }
     }
     if (v.n > 1) qsort(v.v, v.n, sizeof *v.v, bind_cmp);

@@ -1,11 +1,12 @@
 /* plan_verify_all.c - whole-plan verification: every rank's structure (rs_plan_verify_rank), SEND/RECV
  * matching per lane, peer pair, order and size, deadlock freedom by simulating every rank's steps (lane
- * order, waits, group matching), no staging race between steps that may run concurrently, and, by
- * region algebra over the layout, that every destination element is written exactly once with the right
- * source element. The data check follows byte runs symbolically from source bindings through PACK,
- * SEND/RECV, forwarding and UNPACK (or COPY) to destination bindings, maps both ends to tensor elements
- * through the pieces the layout puts in those buffers, and compares them; coverage is checked per rank and
- * destination piece with tensor boxes. Errors name the rank, step, op and tensor. */
+ * order, waits, group matching), no staging race between steps that may run concurrently, relays (reads
+ * of destination bytes) only after the one write of those bytes is complete, and, by region algebra over
+ * the layout, that every destination element is written exactly once with the right source element. The
+ * data check follows byte runs symbolically from source bindings (or relayed destination bindings) through
+ * PACK, SEND/RECV, forwarding and UNPACK (or COPY) to destination bindings, maps both ends to tensor
+ * elements through the pieces the layout puts in those buffers, and compares them; coverage is checked per
+ * rank and destination piece with tensor boxes. Errors name the rank, step, op and tensor. */
 #include "plan.h"
 #include "util.h"
 
@@ -1053,8 +1054,8 @@ static int loc_is_dst(const vctx *c, uint32_t rank, uint32_t loc)
     return loc != RS_LOC_STAGING && c->L->buffers[c->P->ranks[rank].bindings[loc].buffer].side == RS_DST;
 }
 
-/* Binding regions must be whole elements (the data check reasons per element), and nothing reads a
- * destination buffer (this verifier tracks destination contents only as writes). */
+/* Binding regions must be whole elements (the data check reasons per element). Reads of destination
+ * buffers (relays) are checked by check_relays. */
 static int check_alignment(vctx *c)
 {
     for (uint32_t r = 0; r < c->world; r++) {
@@ -1069,8 +1070,6 @@ static int check_alignment(vctx *c)
                     uint32_t es = loc_es(c, r, o->loc);
                     if (o->off % es || o->bytes % es)
                         return vfail(c, "%s: buffer range not made of whole elements", op_where(c, w, sizeof w));
-                    if (o->code == RS_OP_SEND && loc_is_dst(c, r, o->loc))
-                        return vfail(c, "%s: sends from a destination buffer (not supported)", op_where(c, w, sizeof w));
                     continue;
                 }
                 for (int side = 0; side < 2; side++) {
@@ -1081,8 +1080,6 @@ static int check_alignment(vctx *c)
                     for (uint32_t i = 0; i + 1 < d->ndim; i++)
                         if (d->stride[i] % es) bad = 1;
                     if (bad) return vfail(c, "%s: buffer region not made of whole elements", op_where(c, w, sizeof w));
-                    if (side == 0 && loc_is_dst(c, r, d->loc))
-                        return vfail(c, "%s: reads a destination buffer (not supported)", op_where(c, w, sizeof w));
                 }
             }
     }
@@ -1343,6 +1340,178 @@ static int check_races(vctx *c)
     }
     rs_vec_free(&fp);
     rs_vec_free(&at);
+    return rc;
+}
+
+/* ---- relays: reads of destination buffers ---- */
+
+/* A destination byte run written or read by one op: [a, b) of binding loc, at (step, phase). Phases of a
+ * step: 1 PACK and COPY, 2 SEND and RECV (one group), 3 UNPACK. */
+typedef struct {
+    uint32_t loc;
+    uint32_t step, op;
+    uint8_t phase;
+    uint64_t a, b;
+} drun;
+typedef rs_vec(drun) drun_vec;
+
+static int drun_cmp(const void *x, const void *y)
+{
+    const drun *p = x, *q = y;
+    if (p->loc != q->loc) return p->loc < q->loc ? -1 : 1;
+    if (p->a != q->a) return p->a < q->a ? -1 : 1;
+    return p->b < q->b ? -1 : p->b > q->b;
+}
+
+static int push_druns(vctx *c, const rs_desc *d, uint32_t s, uint32_t oi, uint8_t phase, drun_vec *out)
+{
+    uint64_t run = d->count[d->ndim - 1];
+    if (!run || !dbytes(d)) return 0;
+    uint64_t nrun = dbytes(d) / run, idx[RS_DESC_MAX_DIMS] = {0};
+    if (charge_runs(c, nrun)) return -1;
+    for (uint64_t q = 0; q < nrun; q++) {
+        uint64_t off = d->offset;
+        for (uint32_t k = 0; k + 1 < d->ndim; k++) off += idx[k] * d->stride[k];
+        drun x = {d->loc, s, oi, phase, off, off + run};
+        rs_vec_push(out, x);
+        for (int k = (int)d->ndim - 2; k >= 0; k--) {
+            if (++idx[k] < d->count[k]) break;
+            idx[k] = 0;
+        }
+    }
+    return 0;
+}
+
+/* "destination buffer 'name' (tensor 't') bytes a..b" for messages */
+static void fmt_dbytes(vctx *c, uint32_t r, uint32_t loc, uint64_t a, uint64_t b, char *buf, size_t n)
+{
+    const rs_binding *x = &c->P->ranks[r].bindings[loc];
+    const rs_buffer *bf = &c->L->buffers[x->buffer];
+    uint32_t es = (uint32_t)rs_dtype_size(bf->dtype);
+    int64_t idx[VND];
+    uint32_t vi = find_piece(c, r, loc, a / es, idx);
+    if (vi != RS_NONE)
+        snprintf(buf, n, "bytes %llu..%llu of destination buffer '%s' (tensor '%s')", (unsigned long long)a,
+                 (unsigned long long)b, bf->name, c->L->tensors[c->vp[vi].tensor].name);
+    else
+        snprintf(buf, n, "bytes %llu..%llu of destination buffer '%s' (outside every piece)", (unsigned long long)a,
+                 (unsigned long long)b, bf->name);
+}
+
+/* A rank may read its destination buffers (SEND from a destination binding, PACK or COPY from a
+ * destination region): relays forward bytes the rank has received. Every byte read must be written on
+ * the rank by exactly one op of the plan (RECV into the binding, UNPACK or COPY) that completes before
+ * the read starts: an earlier phase of the same step, an earlier step of the same lane, or a step of the
+ * other lane that the reading step waits for (directly or through earlier steps of its own lane). The
+ * data check then follows the bytes as content of the destination pieces (written right, or reported). */
+static int check_relays(vctx *c)
+{
+    drun_vec W = {0}, R = {0};
+    int rc = 0;
+    for (uint32_t r = 0; r < c->world && !rc; r++) {
+        const rs_rank_prog *g = &c->P->ranks[r];
+        /* the destination bindings this rank reads */
+        uint8_t *rd = NULL;
+        for (uint32_t oi = 0; oi < g->nops; oi++) {
+            const rs_op *o = &g->ops[oi];
+            uint32_t loc = RS_LOC_STAGING;
+            if (o->code == RS_OP_SEND) loc = o->bytes ? o->loc : RS_LOC_STAGING;
+            else if (o->code == RS_OP_PACK || o->code == RS_OP_COPY) loc = g->descs[o->src].loc;
+            if (!loc_is_dst(c, r, loc)) continue;
+            if (!rd) rd = rs_xcalloc(g->nbindings + 1, 1);
+            rd[loc] = 1;
+        }
+        if (!rd) continue;
+        W.n = R.n = 0;
+        for (uint32_t s = 0; s < g->nsteps && !rc; s++)
+            for (uint32_t k = 0; k < g->steps[s].nops && !rc; k++) {
+                uint32_t oi = g->steps[s].op_begin + k;
+                const rs_op *o = &g->ops[oi];
+                if (o->code == RS_OP_SEND || o->code == RS_OP_RECV) {
+                    if (o->loc == RS_LOC_STAGING || !rd[o->loc] || !o->bytes) continue;
+                    drun x = {o->loc, s, oi, 2, o->off, o->off + o->bytes};
+                    if (charge_runs(c, 1)) rc = -1;
+                    else rs_vec_push(o->code == RS_OP_SEND ? &R : &W, x);
+                    continue;
+                }
+                const rs_desc *sd = &g->descs[o->src], *dd = &g->descs[o->dst];
+                uint8_t ph = o->code == RS_OP_UNPACK ? 3 : 1;
+                if (dd->loc != RS_LOC_STAGING && rd[dd->loc]) rc = push_druns(c, dd, s, oi, ph, &W);
+                if (!rc && sd->loc != RS_LOC_STAGING && rd[sd->loc]) rc = push_druns(c, sd, s, oi, ph, &R);
+            }
+        free(rd);
+        if (rc) break;
+        /* per step: its lane index and the last step of the other lane known complete when it starts */
+        uint32_t *lane_idx = rs_xmalloc((g->nsteps + 1) * sizeof *lane_idx);
+        int64_t *before = rs_xmalloc((g->nsteps + 1) * sizeof *before);
+        {
+            uint32_t nl[2] = {0, 0};
+            int64_t known[2] = {-1, -1};
+            for (uint32_t s = 0; s < g->nsteps; s++) {
+                int lane = g->steps[s].lane;
+                lane_idx[s] = nl[lane]++;
+                for (uint32_t w = 0; w < g->steps[s].nwaits; w++) {
+                    uint32_t t = g->waits[g->steps[s].wait_begin + w];
+                    if ((int64_t)lane_idx[t] > known[lane]) known[lane] = lane_idx[t];
+                }
+                before[s] = known[lane];
+            }
+        }
+        if (W.n > 1) qsort(W.v, W.n, sizeof *W.v, drun_cmp);
+        /* a destination byte is written once */
+        for (size_t i = 1; i < W.n && !rc; i++) {
+            const drun *p = &W.v[i - 1], *q = &W.v[i];
+            if (p->loc == q->loc && q->a < p->b) {
+                char what[300];
+                fmt_dbytes(c, r, q->loc, q->a, q->b < p->b ? q->b : p->b, what, sizeof what);
+                rc = vfail(c, "rank %u: %s are written twice (step %u, op %u %s and step %u, op %u %s)", r, what,
+                           p->step, p->op, rs_op_name(g->ops[p->op].code), q->step, q->op,
+                           rs_op_name(g->ops[q->op].code));
+            }
+        }
+        /* every read run: covered by writes, each complete before the read starts */
+        for (size_t i = 0; i < R.n && !rc; i++) {
+            const drun *x = &R.v[i];
+            size_t lo = 0, hi = W.n;
+            while (lo < hi) { /* first write of this binding ending after x->a */
+                size_t mid = (lo + hi) / 2;
+                const drun *m = &W.v[mid];
+                if (m->loc < x->loc || (m->loc == x->loc && m->b <= x->a)) lo = mid + 1;
+                else hi = mid;
+            }
+            uint64_t at = x->a;
+            c->cur_rank = r, c->cur_step = x->step, c->cur_op = x->op;
+            for (size_t j = lo; at < x->b && !rc; j++) {
+                const drun *w = j < W.n ? &W.v[j] : NULL;
+                char wh[160], what[300];
+                if (!w || w->loc != x->loc || w->a > at) {
+                    uint64_t end = w && w->loc == x->loc && w->a < x->b ? w->a : x->b;
+                    fmt_dbytes(c, r, x->loc, at, end, what, sizeof what);
+                    rc = vfail(c, "%s: relays %s that no op of the plan writes on rank %u", op_where(c, wh, sizeof wh),
+                               what, r);
+                    break;
+                }
+                uint32_t t = w->step, s = x->step;
+                int ok = t == s ? w->phase < x->phase
+                                : g->steps[t].lane == g->steps[s].lane ? t < s : (int64_t)lane_idx[t] <= before[s];
+                if (!ok) {
+                    uint64_t end = w->b < x->b ? w->b : x->b;
+                    fmt_dbytes(c, r, x->loc, at, end, what, sizeof what);
+                    const char *why = t == s ? "in the same step, not an earlier phase"
+                                      : g->steps[t].lane == g->steps[s].lane ? "by a later step of the same lane"
+                                                                             : "on the other lane, not waited for";
+                    rc = vfail(c, "%s: relays %s before they are written (step %u, op %u %s writes them %s)",
+                               op_where(c, wh, sizeof wh), what, t, w->op, rs_op_name(g->ops[w->op].code), why);
+                    break;
+                }
+                at = w->b;
+            }
+        }
+        free(lane_idx);
+        free(before);
+    }
+    rs_vec_free(&W);
+    rs_vec_free(&R);
     return rc;
 }
 
@@ -1841,6 +2010,7 @@ int rs_plan_verify_all(const rs_plan *P, char *err, size_t errlen)
     }
     if (!rc) rc = build_pieces(&c);
     if (!rc) rc = check_races(&c);
+    if (!rc) rc = check_relays(&c);
     if (!rc) {
         c.pages = rs_xcalloc(c.world, sizeof *c.pages);
         c.npages = rs_xcalloc(c.world, sizeof *c.npages);

@@ -47,6 +47,16 @@ add_executable(format_verify ${RS_FMT_DIR}/test_verify.c)
 target_link_libraries(format_verify PRIVATE rs_fmt_fixture)
 add_test(NAME format_verify_rank COMMAND format_verify)
 
+# Relays (destination ranks forwarding from their destination buffers): the whole-plan verifier accepts a
+# chain across four domains and relays combined with NVLink fan-out, which also replay on the CPU transport,
+# and refuses each broken variant with its reason. Plans come from tests/runtime/rt_build.c.
+add_executable(format_relay_verify ${RS_FMT_DIR}/test_relay_verify.c)
+target_link_libraries(format_relay_verify PRIVATE rs_rt_build rsreplay)
+foreach(t chain fanout same_step never_written twice wrong_pack wrong_send other_lane stale_lane)
+  add_test(NAME format_relay_${t} COMMAND format_relay_verify ${t})
+  set_tests_properties(format_relay_${t} PROPERTIES TIMEOUT 60)
+endforeach()
+
 # Every opcode of the X-macro is documented in docs/format.md.
 add_executable(format_opdoc ${RS_FMT_DIR}/test_opdoc.c)
 target_link_libraries(format_opdoc PRIVATE rsplan)

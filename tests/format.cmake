@@ -49,8 +49,10 @@ add_test(NAME format_verify_rank COMMAND format_verify)
 
 # Relays (destination ranks forwarding from their destination buffers): the whole-plan verifier accepts a
 # chain across four domains and relays combined with NVLink fan-out, which also replay on the CPU transport,
-# and refuses each broken variant with its reason. Plans come from tests/runtime/rt_build.c.
-add_executable(format_relay_verify ${RS_FMT_DIR}/test_relay_verify.c)
+# and refuses each broken variant with its reason. Plans come from tests/runtime/rt_build.c; the planner
+# tests' reference executor (tests/planner/interp.c) checks every plan as well.
+add_executable(format_relay_verify ${RS_FMT_DIR}/test_relay_verify.c ${PROJECT_SOURCE_DIR}/tests/planner/interp.c)
+target_include_directories(format_relay_verify PRIVATE ${PROJECT_SOURCE_DIR}/tests/planner)
 target_link_libraries(format_relay_verify PRIVATE rs_rt_build rsreplay)
 foreach(t chain fanout same_step never_written twice wrong_pack wrong_send other_lane stale_lane)
   add_test(NAME format_relay_${t} COMMAND format_relay_verify ${t})

@@ -1,11 +1,13 @@
 /* test_relay_verify.c - relays (a destination rank forwarding bytes it received, from its destination
  * buffer) through the whole-plan verifier and the CPU-transport replay: a pipelined chain across four
  * domains, relays combined with NVLink fan-out, and broken variants that must be refused with their reason.
+ * The planner tests' reference executor (tests/planner/interp.c) is a second opinion on every plan.
  * `test_relay_verify NAME` runs one case. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "interp.h"
 #include "plan.h"
 #include "replay.h"
 #include "reshard.h"
@@ -180,11 +182,25 @@ static void replay_ok(rs_plan *P, uint64_t want_checked)
     rsPlanDestroy(plan);
 }
 
-static void expect_fail(void (*build)(int, rs_plan *), int v, const char *a, const char *b2)
+/* The reference executor, in 16 random orders the execution semantics allow: 1 when every run is right. */
+static int interp_ok(const rs_plan *P)
+{
+    char msg[600];
+    for (uint64_t seed = 1; seed <= 16; seed++)
+        if (rs_interp_run(P, seed, msg, sizeof msg)) {
+            printf("reference executor (seed %llu): %s\n", (unsigned long long)seed, msg);
+            return 0;
+        }
+    return 1;
+}
+
+/* interp: 1 when the reference executor must find the plan wrong as well (wrong bytes in any order) */
+static void expect_fail(void (*build)(int, rs_plan *), int v, const char *a, const char *b2, int interp)
 {
     rs_plan P;
     build(v, &P);
     char err[700];
+    if (interp) RT_CHECK(!interp_ok(&P));
     RT_CHECK(verify(&P, err, sizeof err) != 0);
     if (!strstr(err, a) || (b2 && !strstr(err, b2))) {
         fprintf(stderr, "message '%s' lacks '%s'%s%s\n", err, a, b2 ? " or " : "", b2 ? b2 : "");
@@ -199,6 +215,7 @@ static int t_chain(void)
     chain(V_OK, &P);
     char err[700];
     RT_CHECK(verify(&P, err, sizeof err) == 0);
+    RT_CHECK(interp_ok(&P));
     replay_ok(&P, 3 * 128);
     rs_plan_free(&P);
     return 0;
@@ -210,6 +227,7 @@ static int t_fanout(void)
     fanout(V_OK, &P);
     char err[700];
     RT_CHECK(verify(&P, err, sizeof err) == 0);
+    RT_CHECK(interp_ok(&P));
     replay_ok(&P, 4 * 128);
     rs_plan_free(&P);
     return 0;
@@ -220,7 +238,7 @@ static int t_same_step(void)
     expect_fail(chain, V_SAME_STEP,
                 "rank 1, step 1, op 3 SEND: relays bytes 256..512 of destination buffer 't' (tensor 't') before they "
                 "are written (step 1, op 1 RECV writes them in the same step, not an earlier phase)",
-                NULL);
+                NULL, 0);
     return 0;
 }
 
@@ -229,26 +247,26 @@ static int t_never_written(void)
     expect_fail(chain, V_NEVER,
                 "rank 1, step 2, op 2 SEND: relays bytes 256..512 of destination buffer 't' (tensor 't') that no op "
                 "of the plan writes on rank 1",
-                NULL);
+                NULL, 1);
     return 0;
 }
 
 static int t_twice(void)
 {
-    expect_fail(chain, V_TWICE, "rank 1: bytes 0..256 of destination buffer 't' (tensor 't') are written twice", NULL);
+    expect_fail(chain, V_TWICE, "rank 1: bytes 0..256 of destination buffer 't' (tensor 't') are written twice", NULL, 1);
     return 0;
 }
 
 static int t_wrong_pack(void)
 {
-    expect_fail(chain, V_WRONG_PACK, "wrong data: rank 3 expects tensor 't' element [", "from rank 2");
+    expect_fail(chain, V_WRONG_PACK, "wrong data: rank 3 expects tensor 't' element [", "from rank 2", 1);
     return 0;
 }
 
 static int t_wrong_send(void)
 {
     expect_fail(chain, V_WRONG_SEND, "wrong data: rank 2 expects tensor 't' element [4, 0] but gets tensor 't' element [0, 0] from rank 1",
-                NULL);
+                NULL, 1);
     return 0;
 }
 
@@ -257,14 +275,14 @@ static int t_other_lane(void)
     expect_fail(fanout, V_OTHER_LANE,
                 "rank 2, step 1, op 1 SEND: relays bytes 0..512 of destination buffer 't' (tensor 't') before they are "
                 "written (step 0, op 0 RECV writes them on the other lane, not waited for)",
-                NULL);
+                NULL, 0);
     return 0;
 }
 
 static int t_stale_lane(void)
 {
     expect_fail(fanout, V_STALE_LANE, "rank 4, step 2, op 2 SEND: relays bytes 0..256 of destination buffer 't'",
-                "not waited for");
+                "not waited for", 0);
     return 0;
 }
 

@@ -257,8 +257,13 @@ typedef struct pl_ctx {
     pl_sender *snd; /* [world] */
     pl_map flow_index;
     rs_vec(pl_flow) flows;
-    uint64_t *fw_bytes, *fw_base, *fw_run;
+    uint64_t *fw_bytes, *fw_base, *fw_run; /* per (flow, window): bytes, offset in the flow, bytes placed so far */
     uint32_t nfw;
+    /* rounds of every flow's bytes (after pass 2): flow f's byte range ending at rt_end[i] goes in round
+     * rt_round[i], for i in [rt_begin[f], rt_begin[f + 1]) (ends ascending) */
+    uint32_t *rt_begin;
+    uint64_t *rt_end;
+    uint32_t *rt_round;
     rs_vec(pl_seg) segs;
     rs_vec(pl_inst) insts;
     pl_map seg_index;

@@ -298,6 +298,20 @@ static void set_staging(pl_pop *p, int side, uint32_t item, uint64_t off, uint64
     memset(p->dl, 0, sizeof p->dl);
 }
 
+/* Round of byte `off` of flow f (its round table from fill_rounds). */
+static uint32_t flow_round(const pl_ctx *c, uint32_t f, uint64_t off)
+{
+    uint32_t lo = c->rt_begin[f], hi = c->rt_begin[f + 1];
+    rs_assert(lo < hi);
+    uint32_t last = hi - 1;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (c->rt_end[mid] <= off) lo = mid + 1;
+        else hi = mid;
+    }
+    return c->rt_round[lo <= last ? lo : last];
+}
+
 typedef struct {
     const pl_bmap *sm, *dm;
     uint32_t sloc;        /* source binding on the sender */
@@ -332,7 +346,7 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
     uint32_t wi = c->flows.v[fi].win_base + w;
     uint64_t off = c->fw_base[wi] + c->fw_run[wi];
     c->fw_run[wi] += bytes;
-    uint32_t k = (uint32_t)(off / c->cs);
+    uint32_t k = flow_round(c, fi, off);
 
     int direct = bytes >= c->o->zero_copy_min && (sd.ndim == 1 || dd.ndim == 1);
     int zc_src = direct && sd.ndim == 1;
@@ -689,18 +703,12 @@ static int pre_cmp(const void *a, const void *b)
 static void seg_precreate(pl_ctx *c)
 {
     rs_vec(pre_rec) v = {0};
-    for (uint32_t s = 0; s < c->world; s++) {
-        const pl_sender *x = &c->snd[s];
-        for (size_t q = 0; q < x->flows.n; q++) {
-            const pl_flow *f = &c->flows.v[x->flows.v[q]];
-            for (uint32_t w = 0; w < x->nwin; w++) {
-                uint64_t b = c->fw_base[f->win_base + w], n = c->fw_bytes[f->win_base + w];
-                if (!n) continue;
-                for (uint64_t k = b / c->cs; k <= (b + n - 1) / c->cs; k++) {
-                    pre_rec r = {(uint32_t)k, f->fset, s, f->r, x->flows.v[q]};
-                    rs_vec_push(&v, r);
-                }
-            }
+    for (uint32_t f = 0; f < (uint32_t)c->flows.n; f++) {
+        const pl_flow *fl = &c->flows.v[f];
+        for (uint32_t i = c->rt_begin[f]; i < c->rt_begin[f + 1]; i++) {
+            if (i > c->rt_begin[f] && c->rt_round[i] == c->rt_round[i - 1]) continue;
+            pre_rec r = {c->rt_round[i], fl->fset, fl->s, fl->r, f};
+            rs_vec_push(&v, r);
         }
     }
     if (v.n > 1) qsort(v.v, v.n, sizeof *v.v, pre_cmp);
@@ -710,6 +718,130 @@ static void seg_precreate(pl_ctx *c)
         *pl_map_put(&c->seg_index, v.v[i].flow, v.v[i].k, NULL) = id;
     }
     rs_vec_free(&v);
+}
+
+/* ---- rounds: every flow's bytes filled into rounds of balanced links ----
+ *
+ * A round is one NET step and one NVL step on every rank involved, ended by the slowest message of the
+ * step; a round therefore costs what its busiest link carries. The senders' streams (window by window,
+ * receivers in a rotation that starts at a different receiver for every sender) are walked in the order
+ * their bytes would leave at full rate (stream offset, then sender), and each piece of a flow goes to the
+ * earliest rounds in which both its sender's out-budget and its receiver's in-budget (c->cs per lane)
+ * have room, splitting across rounds as needed: every round moves at most one budget through every NIC
+ * and no NIC waits for a round that is full elsewhere. Slivers below a sixteenth of the budget are not
+ * cut off a piece that is larger (each costs a message of its own). */
+
+typedef struct {
+    uint64_t at;
+    uint32_t s, flow, w, seq;
+} fill_item;
+
+static int fill_item_cmp(const void *a, const void *b)
+{
+    const fill_item *x = a, *y = b;
+    if (x->at != y->at) return x->at < y->at ? -1 : 1;
+    if (x->s != y->s) return x->s < y->s ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+typedef struct {
+    pl_u64vec v; /* bytes per round */
+    uint32_t first; /* no round below it has room for a sliver */
+} round_load;
+
+static uint64_t rl_at(const round_load *l, uint32_t k) { return k < l->v.n ? l->v.v[k] : 0; }
+
+static void rl_add(round_load *l, uint32_t k, uint64_t b)
+{
+    while (l->v.n <= k) rs_vec_push(&l->v, 0);
+    l->v.v[k] += b;
+}
+
+typedef struct {
+    uint32_t flow, round;
+    uint64_t end;
+} fill_rec;
+
+static void fill_rounds(pl_ctx *c)
+{
+    /* stream order of every (flow, window) */
+    rs_vec(fill_item) items = {0};
+    uint32_t nsenders = 0;
+    for (uint32_t s = 0; s < c->world; s++)
+        if (c->snd[s].flows.n) nsenders++;
+    uint32_t ord = 0, seq = 0;
+    for (uint32_t s = 0; s < c->world; s++) {
+        pl_sender *x = &c->snd[s];
+        if (!x->flows.n) continue;
+        uint32_t nr = (uint32_t)x->flows.n;
+        uint32_t phi = (uint32_t)((uint64_t)ord * nr / nsenders);
+        ord++;
+        uint64_t cur = 0;
+        for (uint32_t w = 0; w < x->nwin; w++)
+            for (uint32_t q = 0; q < nr; q++) {
+                uint32_t f = x->flows.v[(phi + q) % nr];
+                uint64_t n = c->fw_bytes[c->flows.v[f].win_base + w];
+                if (!n) continue;
+                fill_item it = {cur, s, f, w, seq++};
+                rs_vec_push(&items, it);
+                cur += n;
+            }
+    }
+    if (items.n > 1) qsort(items.v, items.n, sizeof *items.v, fill_item_cmp);
+
+    uint64_t C = c->cs, sliver = C / 16 ? C / 16 : 1;
+    size_t nl = (size_t)c->world * 4; /* (lane, out/in, rank) */
+    round_load *load = rs_xcalloc(nl, sizeof *load);
+    uint64_t *fofs = rs_xcalloc(c->flows.n + 1, sizeof *fofs);
+    rs_vec(fill_rec) recs = {0};
+    for (size_t i = 0; i < items.n; i++) {
+        const fill_item *it = &items.v[i];
+        const pl_flow *fl = &c->flows.v[it->flow];
+        round_load *o = &load[((size_t)fl->lane * 2 + 0) * c->world + fl->s];
+        round_load *n = &load[((size_t)fl->lane * 2 + 1) * c->world + fl->r];
+        uint32_t wi = fl->win_base + it->w;
+        uint64_t rem = c->fw_bytes[wi];
+        c->fw_base[wi] = fofs[it->flow];
+        uint32_t k = o->first > n->first ? o->first : n->first;
+        for (; rem; k++) {
+            uint64_t lo = rl_at(o, k), li = rl_at(n, k);
+            uint64_t ao = lo < C ? C - lo : 0, ai = li < C ? C - li : 0, av = ao < ai ? ao : ai;
+            if (!av || av < (rem < sliver ? rem : sliver)) continue;
+            uint64_t t = av < rem ? av : rem;
+            rl_add(o, k, t);
+            rl_add(n, k, t);
+            fofs[it->flow] += t;
+            rem -= t;
+            size_t m = recs.n;
+            if (m && recs.v[m - 1].flow == it->flow && recs.v[m - 1].round == k) {
+                recs.v[m - 1].end = fofs[it->flow];
+            } else {
+                fill_rec r = {it->flow, k, fofs[it->flow]};
+                rs_vec_push(&recs, r);
+            }
+        }
+        while (C - (rl_at(o, o->first) < C ? rl_at(o, o->first) : C) < sliver) o->first++;
+        while (C - (rl_at(n, n->first) < C ? rl_at(n, n->first) : C) < sliver) n->first++;
+    }
+    /* round tables per flow (records of one flow are in offset order already) */
+    c->rt_begin = rs_xcalloc(c->flows.n + 2, sizeof *c->rt_begin);
+    for (size_t i = 0; i < recs.n; i++) c->rt_begin[recs.v[i].flow + 1]++;
+    for (size_t f = 0; f < c->flows.n; f++) c->rt_begin[f + 1] += c->rt_begin[f];
+    c->rt_end = rs_xmalloc((recs.n + 1) * sizeof *c->rt_end);
+    c->rt_round = rs_xmalloc((recs.n + 1) * sizeof *c->rt_round);
+    uint32_t *at = rs_xmalloc((c->flows.n + 1) * sizeof *at);
+    memcpy(at, c->rt_begin, c->flows.n * sizeof *at);
+    for (size_t i = 0; i < recs.n; i++) {
+        uint32_t j = at[recs.v[i].flow]++;
+        c->rt_end[j] = recs.v[i].end;
+        c->rt_round[j] = recs.v[i].round;
+    }
+    free(at);
+    for (size_t i = 0; i < nl; i++) rs_vec_free(&load[i].v);
+    free(load);
+    free(fofs);
+    rs_vec_free(&recs);
+    rs_vec_free(&items);
 }
 
 void pl_after_pass2(pl_ctx *c)
@@ -746,24 +878,7 @@ void pl_after_pass2(pl_ctx *c)
             if (cs < c->cs) c->cs = cs;
         }
     }
-    uint32_t nsenders = 0;
-    for (uint32_t s = 0; s < c->world; s++)
-        if (c->snd[s].flows.n) nsenders++;
-    uint32_t ord = 0;
-    for (uint32_t s = 0; s < c->world; s++) {
-        pl_sender *x = &c->snd[s];
-        if (!x->flows.n) continue;
-        uint32_t nr = (uint32_t)x->flows.n;
-        uint32_t phi = (uint32_t)((uint64_t)ord * nr / nsenders);
-        ord++;
-        uint64_t cur = 0;
-        for (uint32_t w = 0; w < x->nwin; w++)
-            for (uint32_t q = 0; q < nr; q++) {
-                const pl_flow *f = &c->flows.v[x->flows.v[(phi + q) % nr]];
-                c->fw_base[f->win_base + w] = cur;
-                cur += c->fw_bytes[f->win_base + w];
-            }
-    }
+    fill_rounds(c);
     c->last_flow_key = 0;
     c->rank_steps = rs_xcalloc((size_t)c->world * 2, sizeof *c->rank_steps);
     c->local_step = rs_xmalloc(c->world * sizeof *c->local_step);
@@ -1215,6 +1330,9 @@ void pl_schedule_free(pl_ctx *c)
     free(c->fw_bytes);
     free(c->fw_base);
     free(c->fw_run);
+    free(c->rt_begin);
+    free(c->rt_end);
+    free(c->rt_round);
     rs_vec_free(&c->segs);
     rs_vec_free(&c->insts);
     pl_map_free(&c->seg_index);

@@ -101,6 +101,7 @@ typedef struct {
     desc_vec slice_a, slice_b;
     vseg_vec ld, ls;
     prov_vec pv;
+    rs_vec(pent) tw, tnew, tout; /* staging writes of a step or message; one page's new and merged entries */
     uint64_t budget;
     /* error context */
     uint32_t cur_rank, cur_step, cur_op;
@@ -849,6 +850,13 @@ static int check_delivery(vctx *c, uint32_t drank, const vseg_vec *ld, uint64_t 
                          op_where(c, w, sizeof w), drank, c->L->tensors[vb->tensor].name,
                          c->L->tensors[va->tensor].name, p->src);
         }
+        if (a->td.ndim == 1 && b->td.ndim == 1 && a->td.offset + (want - pos) == b->td.offset + (want - jpos)) {
+            /* two contiguous runs of tensor bytes from the same start: the same stream (the common case) */
+            want = stop;
+            if (want == a_end) pos = a_end, i++;
+            if (want == b_end) jpos = b_end, j++;
+            continue;
+        }
         rs_desc x1, y1;
         if (dslice1(&a->td, want - pos, stop - want, &x1) && dslice1(&b->td, want - jpos, stop - want, &y1)) {
             dnorm(&x1);
@@ -924,38 +932,71 @@ static void page_put(page *p, uint32_t at, uint32_t nremove, const pent *ins, ui
     p->n = p->n - nremove + nins;
 }
 
-static int tassign(vctx *c, uint32_t rank, uint64_t start, uint64_t len, const prov *pv)
+static int pent_cmp(const void *x, const void *y)
 {
-    uint64_t end = start + len;
-    if (!len) return 0;
+    const pent *a = x, *b = y;
+    return a->start < b->start ? -1 : a->start > b->start;
+}
+
+/* Several writes at once: w[0..n) sorted by start, non-overlapping, non-empty (a step's PACKs, or the
+ * pieces of one message). Each page they touch is rebuilt once: its old entries between the first and
+ * the last new byte are clipped around the new ones (what sticks out on either side is kept). */
+static int tassign_batch(vctx *c, uint32_t rank, const pent *w, size_t n)
+{
+    if (!n) return 0;
     page_of(c, rank, 0); /* sets the rank's page size */
     uint8_t sh = c->pgshift[rank];
-    if (charge_runs(c, ((end - 1) >> sh) - (start >> sh) + 1)) return -1;
-    for (uint64_t pg = start >> sh; len && pg <= (end - 1) >> sh; pg++) {
+    uint64_t npg = 0;
+    for (size_t k = 0; k < n; k++) npg += ((w[k].start + w[k].len - 1) >> sh) - (w[k].start >> sh) + 1;
+    if (charge_runs(c, npg)) return -1;
+    size_t k = 0;
+    uint64_t kdone = 0; /* bytes of w[k] placed on earlier pages */
+    while (k < n) {
+        uint64_t pg = (w[k].start + kdone) >> sh, pb = (pg + 1) << sh;
         page *p = page_of(c, rank, pg);
-        uint64_t x = start > pg << sh ? start : pg << sh;
-        uint64_t y = end < (pg + 1) << sh ? end : (pg + 1) << sh;
-        /* entries i..j-1 overlap [x, y): keep what sticks out on either side */
-        uint32_t i = page_find(p, x), j = i;
-        while (j < p->n && p->v[j].start < y) j++;
-        pent ins[3];
-        uint32_t ni = 0;
-        if (i < j && p->v[i].start < x) {
-            pent l = p->v[i];
-            l.len = x - l.start;
-            ins[ni++] = l;
+        c->tnew.n = 0;
+        while (k < n && w[k].start + kdone < pb) {
+            uint64_t x = w[k].start + kdone, e = w[k].start + w[k].len, y = e < pb ? e : pb;
+            pent q = w[k];
+            q.start = x;
+            q.pos = w[k].pos + kdone;
+            q.len = y - x;
+            rs_vec_push(&c->tnew, q);
+            if (y < e) {
+                kdone = y - w[k].start;
+                break;
+            }
+            k++;
+            kdone = 0;
         }
-        pent n = {x, pv->pos + (x - start), y - x, pv->d, pv->src, pv->loc};
-        ins[ni++] = n;
-        if (i < j && p->v[j - 1].start + p->v[j - 1].len > y) {
-            pent r = p->v[j - 1];
-            uint64_t e = r.start + r.len;
-            r.pos += y - r.start;
-            r.start = y;
-            r.len = e - y;
-            ins[ni++] = r;
+        const pent *N = c->tnew.v;
+        size_t nn = c->tnew.n;
+        uint64_t lo = N[0].start, hi = N[nn - 1].start + N[nn - 1].len;
+        uint32_t i = page_find(p, lo), j = i;
+        while (j < p->n && p->v[j].start < hi) j++;
+        /* the old entries' parts in the gaps before, between and after the new entries */
+        c->tout.n = 0;
+        uint32_t o = i;
+        for (size_t m = 0; m <= nn; m++) {
+            uint64_t g0 = m ? N[m - 1].start + N[m - 1].len : 0, g1 = m < nn ? N[m].start : UINT64_MAX;
+            while (o < j) {
+                const pent *e = &p->v[o];
+                uint64_t es = e->start, ee = e->start + e->len;
+                if (es >= g1) break;
+                uint64_t a = es > g0 ? es : g0, b = ee < g1 ? ee : g1;
+                if (a < b) {
+                    pent q = *e;
+                    q.start = a;
+                    q.pos = e->pos + (a - es);
+                    q.len = b - a;
+                    rs_vec_push(&c->tout, q);
+                }
+                if (ee > g1) break;
+                o++;
+            }
+            if (m < nn) rs_vec_push(&c->tout, N[m]);
         }
-        page_put(p, i, j - i, ins, ni);
+        page_put(p, i, j - i, c->tout.v, (uint32_t)c->tout.n);
     }
     return 0;
 }
@@ -1036,6 +1077,9 @@ static void free_all(vctx *c, vglob *g)
     rs_vec_free(&c->ld);
     rs_vec_free(&c->ls);
     rs_vec_free(&c->pv);
+    rs_vec_free(&c->tw);
+    rs_vec_free(&c->tnew);
+    rs_vec_free(&c->tout);
     free(g->step_base);
     free(g->op_base);
     free(g->op_step);
@@ -1539,6 +1583,7 @@ static int do_phase1(vctx *c, uint32_t r, uint32_t s)
 {
     const rs_rank_prog *g = &c->P->ranks[r];
     const rs_step *st = &g->steps[s];
+    c->tw.n = 0; /* the step's PACK writes, put into staging at once (they never overlap: check_races) */
     for (uint32_t k = 0; k < st->nops; k++) {
         uint32_t oi = st->op_begin + k;
         const rs_op *o = &g->ops[oi];
@@ -1552,8 +1597,8 @@ static int do_phase1(vctx *c, uint32_t r, uint32_t s)
             for (uint64_t q = 0; q < nrun; q++) {
                 uint64_t off = dd->offset;
                 for (uint32_t i = 0; i + 1 < dd->ndim; i++) off += idx[i] * dd->stride[i];
-                prov p = {r, sd->loc, sd, q * run, run};
-                if (tassign(c, r, off, run, &p)) return -1;
+                pent e = {off, q * run, run, sd, r, sd->loc};
+                rs_vec_push(&c->tw, e);
                 for (int i = (int)dd->ndim - 2; i >= 0; i--) {
                     if (++idx[i] < dd->count[i]) break;
                     idx[i] = 0;
@@ -1571,7 +1616,11 @@ static int do_phase1(vctx *c, uint32_t r, uint32_t s)
             if (rc) return -1;
         }
     }
-    return 0;
+    int sorted = 1;
+    for (size_t i = 1; i < c->tw.n && sorted; i++)
+        if (c->tw.v[i - 1].start > c->tw.v[i].start) sorted = 0;
+    if (!sorted) qsort(c->tw.v, c->tw.n, sizeof *c->tw.v, pent_cmp);
+    return tassign_batch(c, r, c->tw.v, c->tw.n);
 }
 
 static int do_phase3(vctx *c, uint32_t r, uint32_t s)
@@ -1635,10 +1684,14 @@ static int do_transfer(vctx *c, uint32_t a, uint32_t so, uint32_t b, uint32_t ro
     int rc = 0;
     if (y->loc == RS_LOC_STAGING) {
         uint64_t at = y->off;
-        for (size_t i = 0; i < content.n && !rc; i++) {
-            rc = tassign(c, b, at, content.v[i].len, &content.v[i]);
-            at += content.v[i].len;
+        c->tw.n = 0;
+        for (size_t i = 0; i < content.n; i++) {
+            const prov *q = &content.v[i];
+            pent e = {at, q->pos, q->len, q->d, q->src, q->loc};
+            if (q->len) rs_vec_push(&c->tw, e);
+            at += q->len;
         }
+        rc = tassign_batch(c, b, c->tw.v, c->tw.n);
     } else {
         rs_desc dd;
         memset(&dd, 0, sizeof dd);

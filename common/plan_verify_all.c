@@ -1036,14 +1036,6 @@ typedef struct {
     uint8_t kind; /* 0 send, 1 recv */
 } mrec;
 
-static int mrec_cmp(const void *x, const void *y)
-{
-    const mrec *a = x, *b = y;
-    if (a->key != b->key) return a->key < b->key ? -1 : 1;
-    if (a->seq != b->seq) return a->seq < b->seq ? -1 : 1;
-    return a->kind < b->kind ? -1 : a->kind > b->kind;
-}
-
 /* ---- the verifier ---- */
 
 typedef struct {
@@ -1150,7 +1142,24 @@ static int match_ops(vctx *c, vglob *G)
     /* sequence numbers per (key, kind) in program order: records are in rank-program order already, so a
      * stable count per key works after grouping; do it with a sort by (key, kind, gop) */
     for (size_t i = 0; i < recs.n; i++) recs.v[i].seq = recs.v[i].gop;
-    if (recs.n > 1) qsort(recs.v, recs.n, sizeof *recs.v, mrec_cmp); /* by key, then gop (program order of one rank) */
+    /* by key, then gop (program order of one rank): the records are in gop order, so a stable radix sort
+     * by key (three 16-bit digits of the 43-bit key) gives mrec_cmp's order */
+    if (recs.n > 1) {
+        mrec *tmp = rs_xmalloc(recs.n * sizeof *tmp), *src = recs.v, *dst = tmp;
+        size_t *cnt = rs_xmalloc(65537 * sizeof *cnt);
+        for (int sh = 0; sh < 48; sh += 16) {
+            memset(cnt, 0, 65537 * sizeof *cnt);
+            for (size_t i = 0; i < recs.n; i++) cnt[((src[i].key >> sh) & 0xffff) + 1]++;
+            for (size_t d = 0; d < 65536; d++) cnt[d + 1] += cnt[d];
+            for (size_t i = 0; i < recs.n; i++) dst[cnt[(src[i].key >> sh) & 0xffff]++] = src[i];
+            mrec *t = src;
+            src = dst;
+            dst = t;
+        }
+        if (src != recs.v) memcpy(recs.v, src, recs.n * sizeof *tmp);
+        free(tmp);
+        free(cnt);
+    }
     /* within a key: sends come from one rank and receives from another; number each kind */
     size_t i = 0;
     int rc = 0;
@@ -1237,8 +1246,44 @@ static void desc_runs(const rs_desc *d, uint8_t w, uint8_t what, iv_vec *out)
     }
 }
 
+static inline int iv_lt(const iv *x, const iv *y) { return x->a < y->a || (x->a == y->a && x->b < y->b); }
+
+/* Sort by (a, b) like iv_cmp: a natural merge sort (a footprint is a few ascending runs: the PACKs, the
+ * sends, the receives, the UNPACKs), using tmp as the second buffer. */
+static void iv_sort(iv *v, size_t n, iv_vec *tmp)
+{
+    if (n < 2) return;
+    if (tmp->cap < n) {
+        tmp->cap = n;
+        tmp->v = rs_xrealloc(tmp->v, n * sizeof *tmp->v);
+    }
+    iv *src = v, *dst = tmp->v;
+    for (;;) {
+        size_t i = 0;
+        while (i < n) {
+            size_t m = i + 1;
+            while (m < n && !iv_lt(&src[m], &src[m - 1])) m++;
+            if (i == 0 && m == n) {
+                if (src != v) memcpy(v, src, n * sizeof *v);
+                return;
+            }
+            size_t e = m;
+            if (m < n)
+                for (e = m + 1; e < n && !iv_lt(&src[e], &src[e - 1]);) e++;
+            size_t a = i, b = m, k = i;
+            while (a < m && b < e) dst[k++] = iv_lt(&src[b], &src[a]) ? src[b++] : src[a++];
+            while (a < m) dst[k++] = src[a++];
+            while (b < e) dst[k++] = src[b++];
+            i = e;
+        }
+        iv *t = src;
+        src = dst;
+        dst = t;
+    }
+}
+
 /* Appends step s's sorted staging footprint to out (-1: too many runs). */
-static int step_footprint(vctx *c, const rs_rank_prog *g, uint32_t s, iv_vec *out)
+static int step_footprint(vctx *c, const rs_rank_prog *g, uint32_t s, iv_vec *out, iv_vec *tmp)
 {
     size_t base = out->n;
     const rs_step *st = &g->steps[s];
@@ -1274,7 +1319,7 @@ static int step_footprint(vctx *c, const rs_rank_prog *g, uint32_t s, iv_vec *ou
     int sorted = 1;
     for (size_t i = base + 1; i < out->n && sorted; i++)
         if (iv_cmp(&out->v[i - 1], &out->v[i]) > 0) sorted = 0;
-    if (!sorted) qsort(out->v + base, out->n - base, sizeof *out->v, iv_cmp);
+    if (!sorted) iv_sort(out->v + base, out->n - base, tmp);
     return 0;
 }
 
@@ -1329,7 +1374,7 @@ static int overlap_conflict(const iv *av, size_t an, const iv *bv, size_t bn, ui
 
 static int check_races(vctx *c)
 {
-    iv_vec fp = {0};
+    iv_vec fp = {0}, tmp = {0};
     rs_vec(size_t) at = {0};
     int rc = 0;
     for (uint32_t r = 0; r < c->world && !rc; r++) {
@@ -1340,7 +1385,7 @@ static int check_races(vctx *c)
         at.n = 0;
         for (uint32_t s = 0; s < g->nsteps && !rc; s++) {
             rs_vec_push(&at, fp.n);
-            rc = step_footprint(c, g, s, &fp);
+            rc = step_footprint(c, g, s, &fp, &tmp);
         }
         if (rc) break;
         rs_vec_push(&at, fp.n);
@@ -1383,6 +1428,7 @@ static int check_races(vctx *c)
         rs_vec_free(&seq[1]);
     }
     rs_vec_free(&fp);
+    rs_vec_free(&tmp);
     rs_vec_free(&at);
     return rc;
 }

@@ -454,31 +454,43 @@ static void dslice(const rs_desc *d, uint64_t u, uint64_t n, desc_vec *out)
 /* The stream range [u, u + n) of d when it is one desc (no allocation); 0 otherwise. */
 static int dslice1(const rs_desc *d, uint64_t u, uint64_t n, rs_desc *e)
 {
-    rs_desc x = *d;
-    for (;;) {
-        if (x.ndim == 1) {
-            x.offset += u;
-            x.count[0] = n;
-            *e = x;
-            return 1;
-        }
-        uint64_t inner = 1;
-        for (uint32_t i = 1; i < x.ndim; i++) inner *= x.count[i];
-        if (u % inner == 0 && n % inner == 0) {
-            x.offset += (u / inner) * x.stride[0];
-            x.count[0] = n / inner;
-            *e = x;
-            return 1;
-        }
-        uint64_t i0 = u / inner;
-        if ((u + n - 1) / inner != i0) return 0;
-        /* inside one element of the outer dim */
-        x.offset += i0 * x.stride[0];
-        memmove(x.count, x.count + 1, (x.ndim - 1) * sizeof x.count[0]);
-        memmove(x.stride, x.stride + 1, (x.ndim - 1) * sizeof x.stride[0]);
-        x.ndim--;
-        u -= i0 * inner;
+    uint32_t nd = d->ndim;
+    if (nd == 1) {
+        *e = *d;
+        e->offset += u;
+        e->count[0] = n;
+        return 1;
     }
+    uint64_t inner[RS_DESC_MAX_DIMS];
+    inner[nd - 1] = d->count[nd - 1];
+    for (int k = (int)nd - 2; k >= 0; k--) inner[k] = inner[k + 1] * d->count[k];
+    if (u == 0 && n == inner[0]) { /* the whole stream */
+        *e = *d;
+        return 1;
+    }
+    /* inner[k]: bytes of one element of dim k - 1 (the span of dims k..); find the outermost dim k the
+     * range is whole elements of, descending into one element of each dim above it */
+    uint64_t off = d->offset;
+    uint32_t k = 0;
+    for (;; k++) {
+        if (k == nd - 1) break;
+        uint64_t in = inner[k + 1];
+        if (u % in == 0 && n % in == 0) break;
+        uint64_t i0 = u / in;
+        if ((u + n - 1) / in != i0) return 0;
+        off += i0 * d->stride[k];
+        u -= i0 * in;
+    }
+    uint64_t in = k == nd - 1 ? 1 : inner[k + 1];
+    *e = *d;
+    e->ndim = nd - k;
+    if (k) {
+        memmove(e->count, e->count + k, (nd - k) * sizeof e->count[0]);
+        memmove(e->stride, e->stride + k, (nd - k) * sizeof e->stride[0]);
+    }
+    e->offset = k == nd - 1 ? off + u : off + (u / in) * e->stride[0];
+    e->count[0] = n / in;
+    return 1;
 }
 
 /* ---- mapping binding regions to tensor elements ---- */

@@ -1,4 +1,5 @@
-/* cmd_compile.c - `reshardc LAYOUT -o PLAN [-D NAME=VALUE]... [--staging BYTES] [--no-verify] [--quiet]`:
+/* cmd_compile.c - `reshardc LAYOUT -o PLAN [-D NAME=VALUE]... [--staging BYTES] [--relays auto|on|off]
+ * [--relay-fanout N] [--no-verify] [--quiet]`:
  * the pass pipeline: front end (parse, elaborate, check) -> planner (regions, fan-out, sources, steps)
  * -> whole-plan verification -> plan.bin, written atomically. Exit 0 ok, 1 invalid layout (or a plan that
  * fails verification: a planner bug), 2 bad command line. A failed compile never writes the output. */
@@ -15,7 +16,8 @@
 #include "util.h"
 
 static const char compile_usage[] =
-    "usage: reshardc LAYOUT -o PLAN [-D NAME=VALUE]... [--staging BYTES] [--no-verify] [--quiet]\n";
+    "usage: reshardc LAYOUT -o PLAN [-D NAME=VALUE]... [--staging BYTES] [--relays auto|on|off]\n"
+    "                [--relay-fanout N] [--no-verify] [--quiet]\n";
 
 static int bad_usage(const char *fmt, const char *arg)
 {
@@ -70,7 +72,11 @@ int rs_cmd_compile(int argc, char **argv)
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(compile_usage, stdout);
             fputs("Compiles a layout into a verified per-rank transfer plan. --staging: staging bytes per rank\n"
-                  "(default 256M; suffixes K, M, G). --no-verify skips the whole-plan check (not recommended).\n"
+                  "(default 256M; suffixes K, M, G). --relays: destination ranks forward what they received to\n"
+                  "other domains: auto (default: where the sources' NICs bound the refit), on (every fragment\n"
+                  "enters one network-fed domain from its holders), off. --relay-fanout N: domains each relaying\n"
+                  "domain feeds (1: chains, the default; 2: binary trees). --no-verify skips the whole-plan\n"
+                  "check (not recommended).\n"
                   "Exit status: 0 success, 1 invalid layout, 2 bad command line.\n",
                   stdout);
             rc = 0;
@@ -117,6 +123,28 @@ int rs_cmd_compile(int argc, char **argv)
             po.staging_bytes = b;
             continue;
         }
+        if (!strcmp(a, "--relays") || !strncmp(a, "--relays=", 9)) {
+            const char *v = a[8] == '=' ? a + 9 : (i + 1 < argc ? argv[++i] : NULL);
+            if (v && !strcmp(v, "auto")) po.relays = RS_RELAYS_AUTO;
+            else if (v && !strcmp(v, "on")) po.relays = RS_RELAYS_ON;
+            else if (v && !strcmp(v, "off")) po.relays = RS_RELAYS_OFF;
+            else {
+                rc = bad_usage("--relays takes auto, on or off, not '%s'", v ? v : "");
+                goto done;
+            }
+            continue;
+        }
+        if (!strcmp(a, "--relay-fanout") || !strncmp(a, "--relay-fanout=", 15)) {
+            const char *v = a[14] == '=' ? a + 15 : (i + 1 < argc ? argv[++i] : NULL);
+            char *end = NULL;
+            unsigned long n = v ? strtoul(v, &end, 10) : 0;
+            if (!v || !*v || *end || n < 1 || n > 64 || v[0] == '-' || v[0] == '+') {
+                rc = bad_usage("--relay-fanout takes a count of domains from 1 to 64, not '%s'", v ? v : "");
+                goto done;
+            }
+            po.relay_fanout = (uint32_t)n;
+            continue;
+        }
         if (!strcmp(a, "--no-verify")) {
             po.verify = 0;
             continue;
@@ -160,8 +188,8 @@ int rs_cmd_compile(int argc, char **argv)
     double t1 = now_s();
     /* the source fingerprint: layout text, -D values and compiler version (front end), plus the options */
     struct {
-        uint64_t front, staging, zero_copy, split;
-    } fp = {ir.source_fp, po.staging_bytes, po.zero_copy_min, po.fanout_split_min};
+        uint64_t front, staging, zero_copy, split, relays, relay_fanout;
+    } fp = {ir.source_fp, po.staging_bytes, po.zero_copy_min, po.fanout_split_min, (uint64_t)po.relays, po.relay_fanout};
     rs_plan P;
     rs_plan_stats S;
     /* progress: the planner's diagnostics are held back until the progress line is erased */

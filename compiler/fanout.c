@@ -2,9 +2,17 @@
  * source itself copies locally; a domain with a source rank of its own is fed over NVLink directly;
  * any other domain gets the bytes over the network exactly once, split among its k receivers by bytes
  * (large fragments split into k nearly equal boxes, small ones whole to the least-loaded receiver), and
- * each receiver forwards its share to the other k - 1 over NVLink. */
+ * each receiver forwards its share to the other k - 1 over NVLink.
+ *
+ * Relays (c->relay_heads < 1): the domains fed over the network are cut into groups; the first domain of
+ * a group (its head) is fed by the holders, every other one by a domain of its group that got the bytes
+ * before it (chains, or trees of fan-out o->relay_fanout): the receiver of box q there sends box q on
+ * from its destination buffer one round after it arrived (or, when the two domains split the fragment
+ * differently, one of its ranks sends the whole box two rounds after the last piece arrived, once the
+ * NVLink fan-out has brought it). */
 #include "plan_int.h"
 
+#include <math.h>
 #include <string.h>
 
 /* Slot of rank r in a candidate list (pairs rank, slot sorted by rank), or RS_NONE. */
@@ -21,21 +29,34 @@ static uint32_t cand_slot(const uint32_t *cand, uint32_t n, uint32_t r)
 
 static int emit(pl_ctx *c, const pl_cell *cell, pl_part *p, uint32_t ncand)
 {
-    p->key = p->fset | (ncand > 1 ? 1u << 31 : 0);
+    rs_assert(p->fset < PL_KEY_RELAY);
+    p->key = p->fset | (p->relay ? PL_KEY_RELAY : ncand > 1 ? PL_KEY_CLASS : 0);
     if (c->pass == 1) {
         c->st->parts++;
         if (p->kind == PL_LOCAL) c->st->local_bytes += p->bytes;
         else if (p->kind == PL_NVL) c->st->nvl_bytes += p->bytes;
         else {
             c->st->net_bytes += p->bytes;
+            if (p->relay) c->st->relay_bytes += p->bytes;
             uint32_t nf;
             pl_intern_list(&c->fsets, p->fset, &nf);
             c->st->fwd_bytes += p->bytes * nf;
             c->st->domain_net_in[c->L->topo.domain_of[p->r]] += p->bytes;
         }
     }
+    c->chunk_k.n = 0;
+    c->cur_chunk = UINT32_MAX; /* incremented before each chunk */
     return pl_do_part(c, cell, p);
 }
+
+/* A domain fed over the network: its ranks needing the cell, the boxes it is split into, who receives
+ * each and (pass 3) the latest round any piece of it arrived in. */
+typedef struct {
+    uint32_t dm, nrest, m;
+    uint32_t *rest, *order;
+    uint32_t **krec, *nkrec; /* per box: the latest round of each of its chunks */
+    int64_t (*box)[2 * PL_ND];
+} netdom;
 
 int pl_route(pl_ctx *c, const pl_cell *cell)
 {
@@ -46,22 +67,22 @@ int pl_route(pl_ctx *c, const pl_cell *cell)
     uint32_t nd = cell->ndim;
     pl_part p;
     memset(&p, 0, sizeof p);
-    uint32_t rest_buf[64], *rest = rest_buf;
-    if (cell->ndr > 64) rest = pl_alloc(&c->ar, cell->ndr * sizeof *rest);
+    netdom nb_buf[8], *nb = nb_buf;
+    uint32_t nnet = 0, cap = 8;
 
     for (uint32_t i = 0; i < cell->ndr;) {
         uint32_t dm = dom[cell->dr[i]], j = i;
         while (j < cell->ndr && dom[cell->dr[j]] == dm) j++;
         /* same rank: local copy; others of the domain need a transfer */
-        uint32_t nrest = 0;
+        uint32_t *rest = pl_alloc(&c->ar, (j - i) * sizeof *rest), nrest = 0;
         for (uint32_t q = i; q < j; q++) {
             uint32_t r = cell->dr[q];
             uint32_t slot = cand_slot(cand, ncand, r);
             if (slot != RS_NONE) {
+                memset(&p, 0, sizeof p);
                 p.kind = PL_LOCAL;
                 p.s = p.r = r;
                 p.sslot = slot;
-                p.fset = 0;
                 memcpy(p.lo, cell->lo, nd * sizeof p.lo[0]);
                 memcpy(p.hi, cell->hi, nd * sizeof p.hi[0]);
                 p.bytes = cell->bytes;
@@ -77,10 +98,10 @@ int pl_route(pl_ctx *c, const pl_cell *cell)
             if (dom[cand[2 * q]] == dm) in_domain = 1;
         if (in_domain) {
             for (uint32_t q = 0; q < nrest; q++) {
+                memset(&p, 0, sizeof p);
                 p.kind = PL_NVL;
                 p.r = rest[q];
                 p.s = pl_nvl_sender(c, cell, dm, cell->bytes, &p.sslot);
-                p.fset = 0;
                 memcpy(p.lo, cell->lo, nd * sizeof p.lo[0]);
                 memcpy(p.hi, cell->hi, nd * sizeof p.hi[0]);
                 p.bytes = cell->bytes;
@@ -88,21 +109,47 @@ int pl_route(pl_ctx *c, const pl_cell *cell)
             }
             continue;
         }
+        if (nnet == cap) {
+            netdom *n = pl_alloc(&c->ar, 2 * cap * sizeof *n);
+            memcpy(n, nb, cap * sizeof *n);
+            nb = n;
+            cap *= 2;
+        }
+        netdom *x = &nb[nnet++];
+        memset(x, 0, sizeof *x);
+        x->dm = dm;
+        x->rest = rest;
+        x->nrest = nrest;
+    }
+
+    /* relay groups: h heads fed by the holders, groups of G consecutive domains */
+    uint32_t G = nnet ? nnet : 1, N = c->o->relay_fanout ? c->o->relay_fanout : 1;
+    if (nnet > 1 && c->relay_heads < 1) {
+        uint32_t h = (uint32_t)floor((double)nnet * c->relay_heads + 1e-9);
+        if (h < 1) h = 1;
+        if (h < nnet) G = (nnet + h - 1) / h;
+        else G = 1;
+    } else if (nnet > 1) {
+        G = 1;
+    }
+
+    for (uint32_t t = 0; t < nnet; t++) {
+        netdom *x = &nb[t];
+        uint32_t nrest = x->nrest, *rest = x->rest;
         /* over the network, once into this domain */
-        if (c->pass == 1) c->st->domain_need[dm] += cell->bytes;
+        if (c->pass == 1) c->st->domain_need[x->dm] += cell->bytes;
         uint32_t k = 1;
         if (nrest > 1 && cell->bytes >= c->o->fanout_split_min) k = nrest;
-        int64_t one[1][2 * PL_ND];
-        int64_t (*box)[2 * PL_ND] = k > 1 ? pl_alloc(&c->ar, k * sizeof *box) : one;
-        uint32_t m = k > 1 ? pl_box_split(nd, cell->lo, cell->hi, k, box) : 0;
+        x->box = pl_alloc(&c->ar, k * sizeof *x->box);
+        uint32_t m = k > 1 ? pl_box_split(nd, cell->lo, cell->hi, k, x->box) : 0;
         if (m <= 1) {
             m = 1;
-            memcpy(box[0], cell->lo, nd * sizeof(int64_t));
-            memcpy(box[0] + PL_ND, cell->hi, nd * sizeof(int64_t));
+            memcpy(x->box[0], cell->lo, nd * sizeof(int64_t));
+            memcpy(x->box[0] + PL_ND, cell->hi, nd * sizeof(int64_t));
         }
+        x->m = m;
         /* receivers by current network ingress, least loaded first (ties: lower rank) */
-        uint32_t order_buf[64], *order = order_buf;
-        if (nrest > 64) order = pl_alloc(&c->ar, nrest * sizeof *order);
+        uint32_t *order = x->order = pl_alloc(&c->ar, nrest * sizeof *order);
         for (uint32_t q = 0; q < nrest; q++) {
             uint32_t r = rest[q], z = q;
             while (z > 0 && (c->net_in[order[z - 1]] > c->net_in[r] ||
@@ -112,22 +159,62 @@ int pl_route(pl_ctx *c, const pl_cell *cell)
             }
             order[z] = r;
         }
+        x->krec = pl_alloc(&c->ar, m * sizeof *x->krec);
+        x->nkrec = pl_alloc(&c->ar, m * sizeof *x->nkrec);
+        /* the domain this one is relayed from, if any */
+        uint32_t gpos = t % G;
+        const netdom *par = gpos ? &nb[t - gpos + (gpos - 1) / N] : NULL;
+        int same = par && par->m == m;
+        for (uint32_t q = 0; same && q < m; q++)
+            if (memcmp(par->box[q], x->box[q], nd * sizeof(int64_t)) ||
+                memcmp(par->box[q] + PL_ND, x->box[q] + PL_ND, nd * sizeof(int64_t)))
+                same = 0;
+        uint32_t pk = 0;
+        if (par)
+            for (uint32_t q = 0; q < par->m; q++)
+                for (uint32_t i = 0; i < par->nkrec[q]; i++)
+                    if (par->krec[q][i] > pk) pk = par->krec[q][i];
         uint32_t fw_buf[64], *fw = fw_buf;
         if (nrest > 64) fw = pl_alloc(&c->ar, nrest * sizeof *fw);
         for (uint32_t q = 0; q < m; q++) {
+            memset(&p, 0, sizeof p);
             p.kind = PL_NET;
             p.r = order[q];
-            memcpy(p.lo, box[q], nd * sizeof p.lo[0]);
-            memcpy(p.hi, box[q] + PL_ND, nd * sizeof p.hi[0]);
+            memcpy(p.lo, x->box[q], nd * sizeof p.lo[0]);
+            memcpy(p.hi, x->box[q] + PL_ND, nd * sizeof p.hi[0]);
             p.bytes = pl_box_elems(nd, p.lo, p.hi) * cell->es;
             uint32_t nf = 0;
             for (uint32_t z = 0; z < nrest; z++)
                 if (rest[z] != p.r) fw[nf++] = rest[z];
             p.fset = pl_intern_add(&c->fsets, fw, nf);
             c->net_in[p.r] += p.bytes;
-            p.key = p.fset | (ncand > 1 ? 1u << 31 : 0);
-            p.s = pl_net_sender(c, cell, p.bytes, p.r, p.key, &p.sslot);
+            if (!par) {
+                p.key = p.fset | (ncand > 1 ? PL_KEY_CLASS : 0);
+                p.s = pl_net_sender(c, cell, p.bytes, p.r, p.key, &p.sslot);
+            } else {
+                p.relay = 1;
+                p.sslot = cell->dslot;
+                if (same) {
+                    p.s = par->order[q];
+                    p.kmin_chunk = par->krec[q];
+                    p.nkmin = par->nkrec[q];
+                } else {
+                    /* any rank of the parent domain has the whole cell once its fan-out is done */
+                    uint32_t best = par->rest[0];
+                    for (uint32_t z = 1; z < par->nrest; z++)
+                        if (c->relay_out[par->rest[z]] < c->relay_out[best]) best = par->rest[z];
+                    p.s = best;
+                    p.kmin = pk + 2;
+                }
+                c->relay_out[p.s] += p.bytes;
+            }
             if (emit(c, cell, &p, ncand)) return -1;
+            x->nkrec[q] = (uint32_t)c->chunk_k.n;
+            x->krec[q] = NULL;
+            if (c->chunk_k.n) {
+                x->krec[q] = pl_alloc(&c->ar, c->chunk_k.n * sizeof *x->krec[q]);
+                memcpy(x->krec[q], c->chunk_k.v, c->chunk_k.n * sizeof *x->krec[q]);
+            }
         }
     }
     return 0;

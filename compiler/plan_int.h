@@ -140,11 +140,21 @@ typedef struct {
     uint32_t s, r;     /* sender and receiver (LOCAL: the same rank) */
     uint32_t sslot;    /* source piece slot the sender holds */
     uint32_t fset;     /* interned set of ranks r forwards to over NVLink (NET only) */
-    uint32_t key;      /* fset | class << 31; class 1: the sender was chosen among several holders (such
-                          traffic is irregular across receivers, so it travels in segments of its own) */
+    uint32_t key;      /* fset | class << 31 | relay << 30; class 1: the sender was chosen among several
+                          holders (such traffic is irregular across receivers, so it travels in segments of
+                          its own) */
+    uint8_t relay;     /* the sender is a destination rank forwarding what it received (sslot: the
+                          destination piece it reads, the cell's) */
+    uint32_t kmin;     /* earliest round (relays: after the rounds that brought the bytes to the sender) */
+    const uint32_t *kmin_chunk; /* relays of the same box: chunk i goes after round kmin_chunk[i] */
+    uint32_t nkmin;
     int64_t lo[PL_ND], hi[PL_ND];
     uint64_t bytes;
 } pl_part;
+
+#define PL_KEY_CLASS (1u << 31)
+#define PL_KEY_RELAY (1u << 30)
+#define PL_KEY_FSET(k) ((k) & (PL_KEY_RELAY - 1))
 
 typedef struct {
     uint64_t bytes;
@@ -247,6 +257,10 @@ typedef struct pl_ctx {
 
     /* routing */
     uint64_t *net_in, *nvl_out, *nic_out; /* [world] */
+    uint64_t *relay_out;                  /* [world]: bytes relayed (reset per pass) */
+    double relay_heads;                   /* see rs_plan_stats.relay_heads */
+    pl_u32vec chunk_k;                    /* pass 3: per chunk of the current part, its latest round */
+    uint32_t cur_chunk;                   /* pass 3: the chunk being emitted (counts emit_aligned calls) */
     pl_intern cands, fsets;
     rs_vec(pl_lpt) lpt;
     uint32_t *lpt_choice; /* [nlpt] */

@@ -3,6 +3,8 @@
  * whole-plan verification. Also the small containers the passes share. */
 #include "plan_int.h"
 
+#include "cost.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -175,6 +177,8 @@ void rs_plan_opts_default(rs_plan_opts *o)
     o->fanout_split_min = 64ull << 10;
     o->verify = 1;
     o->strided_reads = -1;
+    o->relays = RS_RELAYS_AUTO;
+    o->relay_fanout = 1;
 }
 
 /* Does the per-rank verifier accept a PACK whose source steps by less than its span? (A one-rank plan
@@ -223,6 +227,25 @@ void rs_plan_stats_free(rs_plan_stats *s)
 
 /* ---- driver ---- */
 
+/* Share of the network-fed domains of a fragment that its holders feed (1: no relays). Auto: when the
+ * layout's bound without relays is more than 1.25x (and 1 ms) above the bound with them, the sources'
+ * NICs can keep pace with the destinations' for bound / bound-without-relays of the domains; the others
+ * are relayed (each relay hop adds about one round of pipeline fill, which tiny layouts would not win
+ * back). */
+static double relay_heads(const rs_layout *L, const rs_plan_opts *o)
+{
+    if (o->relays == RS_RELAYS_OFF) return 1;
+    if (o->relays == RS_RELAYS_ON) return 0;
+    rs_cost_params cp;
+    rs_cost_params_default(&cp, &L->topo);
+    rs_cost_bound b;
+    char err[256];
+    if (rs_cost_lower_bound(L, &cp, &b, err, sizeof err) || !(b.bound_norelay_s > 1.25 * b.bound_s) ||
+        b.bound_norelay_s - b.bound_s < 1e-3)
+        return 1;
+    return b.bound_s / b.bound_norelay_s;
+}
+
 static uint64_t peak_kib(void)
 {
     struct rusage ru;
@@ -248,6 +271,7 @@ static void ctx_free(pl_ctx *c)
     free(c->net_in);
     free(c->nvl_out);
     free(c->nic_out);
+    free(c->relay_out);
     pl_intern_free(&c->cands);
     pl_intern_free(&c->fsets);
     rs_vec_free(&c->lpt);
@@ -262,6 +286,7 @@ static int run_pass(pl_ctx *c, int pass)
     c->lpt_seq = 0;
     memset(c->net_in, 0, c->world * sizeof *c->net_in);
     memset(c->nvl_out, 0, c->world * sizeof *c->nvl_out);
+    memset(c->relay_out, 0, c->world * sizeof *c->relay_out);
     for (uint32_t ti = 0; ti < c->L->ntensors; ti++) {
         if (pl_tensor_begin(c, ti) || pl_tensor_cells(c)) return -1;
     }
@@ -319,6 +344,9 @@ int rs_planner_plan(rs_layout *L, const rs_plan_opts *o, rs_plan *out, rs_plan_s
     c.net_in = rs_xcalloc(c.world, sizeof *c.net_in);
     c.nvl_out = rs_xcalloc(c.world, sizeof *c.nvl_out);
     c.nic_out = rs_xcalloc(c.world, sizeof *c.nic_out);
+    c.relay_out = rs_xcalloc(c.world, sizeof *c.relay_out);
+    c.relay_heads = relay_heads(L, o);
+    c.st->relay_heads = c.relay_heads;
     pl_intern_init(&c.cands);
     pl_intern_init(&c.fsets);
     c.snd = rs_xcalloc(c.world, sizeof *c.snd);

@@ -21,7 +21,16 @@ typedef struct {
                                   column block for many receivers instead of one PACK per receiver. 1 on,
                                   0 off, -1 (default): on when rs_plan_verify_rank accepts such a source
                                   descriptor (a probe at start) */
+    int relays;                /* destination ranks forward what they received to other domains (issue 9):
+                                  RS_RELAYS_OFF, RS_RELAYS_ON (every fragment needed by several domains over
+                                  the network enters one of them from its holders and is relayed on), or
+                                  RS_RELAYS_AUTO (default: on when the sources' NICs, not the destinations',
+                                  bound the layout by more than 1.25x; as many domains fed by holders as the
+                                  sources' NICs keep at the destinations' pace) */
+    uint32_t relay_fanout;     /* domains each relaying domain feeds: 1 (default) chains, 2 binary trees... */
 } rs_plan_opts;
+
+enum { RS_RELAYS_OFF = 0, RS_RELAYS_ON = 1, RS_RELAYS_AUTO = 2 };
 
 void rs_plan_opts_default(rs_plan_opts *o);
 
@@ -34,6 +43,9 @@ typedef struct {
     uint64_t nvl_bytes;      /* bytes sent over NVLink directly (same-domain source) */
     uint64_t fwd_bytes;      /* bytes forwarded over NVLink (fan-out) */
     uint64_t local_bytes;    /* bytes copied on the same rank */
+    uint64_t relay_bytes;    /* network bytes sent by destination ranks forwarding what they received */
+    double relay_heads;      /* relays: share of the network-fed domains of a fragment fed by its holders
+                                (1: no relays) */
     uint32_t rounds;         /* rounds (NET/NVL step pairs) */
     uint32_t ndomains;
     uint64_t *domain_need;   /* [ndomains] bytes needed in the domain that no rank of it holds */

@@ -218,7 +218,7 @@ static void close_merges(pl_ctx *c)
 static uint32_t seg_new(pl_ctx *c, uint32_t flow, uint32_t round, int direct, uint32_t tensor)
 {
     const pl_flow *fl = &c->flows.v[flow];
-    uint32_t s = fl->s, r = fl->r, fset = fl->fset & 0x7fffffffu; /* the flow's key without the class bit */
+    uint32_t s = fl->s, r = fl->r, fset = PL_KEY_FSET(fl->fset); /* the flow's key without class and relay bits */
     uint8_t lane = fl->lane;
     pl_seg g;
     memset(&g, 0, sizeof g);
@@ -346,9 +346,15 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
     uint32_t wi = c->flows.v[fi].win_base + w;
     uint64_t off = c->fw_base[wi] + c->fw_run[wi];
     c->fw_run[wi] += bytes;
-    uint32_t k = flow_round(c, fi, off);
+    /* relays: right after the rounds that brought the bytes (their flows are not in the round tables) */
+    uint32_t kmin = p->kmin_chunk && c->cur_chunk < p->nkmin ? p->kmin_chunk[c->cur_chunk] + 1 : p->kmin;
+    uint32_t k = p->relay ? kmin : flow_round(c, fi, off);
+    if (k < kmin) k = kmin;
 
-    int direct = bytes >= c->o->zero_copy_min && (sd.ndim == 1 || dd.ndim == 1);
+    /* zero-copy only for whole chunks: a smaller fragment costs less packed into its round's message
+     * (2 bytes of device-memory traffic per byte) than as a message of its own */
+    uint64_t zmin = c->o->zero_copy_min > c->pmax ? c->o->zero_copy_min : c->pmax;
+    int direct = bytes >= zmin && (sd.ndim == 1 || dd.ndim == 1);
     int zc_src = direct && sd.ndim == 1;
     int zc_dst = direct && p->fset == 0 && dd.ndim == 1;
     int zc_f = direct && dd.ndim == 1;
@@ -362,7 +368,10 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
             if (cf && usage_at(c, E->f[q], k) + cf > c->half) ok = 0;
         if (ok) break;
     }
+
     usage_add(c, p->s, k, cs_);
+    while (c->chunk_k.n <= c->cur_chunk) rs_vec_push(&c->chunk_k, 0);
+    if (k > c->chunk_k.v[c->cur_chunk]) c->chunk_k.v[c->cur_chunk] = k;
     usage_add(c, p->r, k, cr);
     for (uint32_t q = 0; q < E->nf; q++) usage_add(c, E->f[q], k, cf);
 
@@ -508,16 +517,22 @@ static int part_pass3(pl_ctx *c, const pl_cell *cell, const pl_part *p)
     E.nf = 0;
     E.f = NULL;
     E.flocs = E.floc;
-    /* source map: the sender's block of its piece */
-    uint32_t ci = 0;
-    while (ci < cell->ncover && cell->cover_slot[ci] != p->sslot) ci++;
-    rs_assert(ci < cell->ncover);
-    int64_t slo[PL_ND], shi[PL_ND];
-    pl_block_of(c, p->sslot, cell->cover_ks[ci], slo, shi);
     uint32_t sgi = c->t->piece_begin + p->sslot, dgi = c->t->piece_begin + cell->dslot;
-    uint32_t sbase = c->tp[p->sslot].pin_base;
-    for (uint32_t d = 0; d < cell->ndim; d++) sbase += c->tp[p->sslot].lin[d][cell->cover_ks[ci][d]];
-    const pl_bmap *sm = bmap_cached(c, p->sslot, sbase, slo, shi);
+    const pl_bmap *sm;
+    if (p->relay) {
+        /* a relay reads its own destination block */
+        sm = bmap_cached(c, cell->dslot, cell->dbase, cell->dlo, cell->dhi);
+    } else {
+        /* source map: the sender's block of its piece */
+        uint32_t ci = 0;
+        while (ci < cell->ncover && cell->cover_slot[ci] != p->sslot) ci++;
+        rs_assert(ci < cell->ncover);
+        int64_t slo[PL_ND], shi[PL_ND];
+        pl_block_of(c, p->sslot, cell->cover_ks[ci], slo, shi);
+        uint32_t sbase = c->tp[p->sslot].pin_base;
+        for (uint32_t d = 0; d < cell->ndim; d++) sbase += c->tp[p->sslot].lin[d][cell->cover_ks[ci][d]];
+        sm = bmap_cached(c, p->sslot, sbase, slo, shi);
+    }
     if (!sm)
         return pl_fail(c, sgi, "tensor '%s': a block does not fill its box in buffer '%s' (element counts differ)",
                        c->t->name, L->buffers[L->pieces[sgi].buffer].name);
@@ -539,7 +554,10 @@ static int part_pass3(pl_ctx *c, const pl_cell *cell, const pl_part *p)
             rs_assert(E.flocs[q] != RS_NONE);
         }
     }
-    if (p->kind == PL_LOCAL || p->bytes <= c->pmax) return emit_aligned(c, cell, p, &E, p->lo, p->hi);
+    if (p->kind == PL_LOCAL || p->bytes <= c->pmax) {
+        c->cur_chunk++;
+        return emit_aligned(c, cell, p, &E, p->lo, p->hi);
+    }
     /* chunks of at most pmax bytes */
     uint32_t k = (uint32_t)((p->bytes + c->pmax - 1) / c->pmax);
     int64_t (*box)[2 * PL_ND] = rs_xmalloc(k * sizeof *box);
@@ -554,6 +572,7 @@ static int part_pass3(pl_ctx *c, const pl_cell *cell, const pl_part *p)
             q.bytes = b;
             rc = part_pass3(c, cell, &q);
         } else {
+            c->cur_chunk++;
             rc = emit_aligned(c, cell, p, &E, box[i], box[i] + PL_ND);
         }
     }
@@ -781,7 +800,7 @@ static void fill_rounds(pl_ctx *c)
             for (uint32_t q = 0; q < nr; q++) {
                 uint32_t f = x->flows.v[(phi + q) % nr];
                 uint64_t n = c->fw_bytes[c->flows.v[f].win_base + w];
-                if (!n) continue;
+                if (!n || (c->flows.v[f].fset & PL_KEY_RELAY)) continue; /* relays: rounds set in pass 3 */
                 fill_item it = {cur, s, f, w, seq++};
                 rs_vec_push(&items, it);
                 cur += n;
@@ -860,7 +879,7 @@ void pl_after_pass2(pl_ctx *c)
             T[fl->s] += b;
             T[fl->r] += b;
             uint32_t nf;
-            const uint32_t *fs = pl_intern_list(&c->fsets, fl->fset & 0x7fffffffu, &nf);
+            const uint32_t *fs = pl_intern_list(&c->fsets, PL_KEY_FSET(fl->fset), &nf);
             for (uint32_t q = 0; q < nf; q++) T[fs[q]] += b;
         }
         for (uint32_t r = 0; r < c->world; r++) {
@@ -877,6 +896,12 @@ void pl_after_pass2(pl_ctx *c)
             if (cs < c->pmax) cs = c->pmax;
             if (cs < c->cs) c->cs = cs;
         }
+        /* chunks: a 32nd of a round's budget (a chunk goes whole to the round its first byte falls in, so
+         * a round's links carry their budget to within a chunk), but not below the zero-copy size */
+        uint64_t pm = (c->cs / 32) & ~(uint64_t)15;
+        if (pm < c->o->zero_copy_min) pm = (c->o->zero_copy_min + 15) & ~(uint64_t)15;
+        if (pm < (64u << 10)) pm = 64u << 10;
+        if (pm < c->pmax) c->pmax = pm;
     }
     fill_rounds(c);
     c->last_flow_key = 0;
@@ -1352,4 +1377,5 @@ void pl_schedule_free(pl_ctx *c)
         free(c->usage);
     }
     pl_map_free(&c->merge);
+    rs_vec_free(&c->chunk_k);
 }

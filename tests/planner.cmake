@@ -27,3 +27,42 @@ endforeach()
 # overlapping the network transfer of round k + 1 (waits between the lanes)
 rs_add_golden_dump(replicated_one_domain_rounds ${CMAKE_CURRENT_SOURCE_DIR}/golden/replicated_one_domain.layout
                    --staging 65536)
+
+# Relays (issue 9): golden dumps of relay plans, compiled with the arguments of each layout's `# replay-args:`
+# line (the same ones tests/runtime.cmake replays them with, test replay_golden_relay_*):
+#   relay_chain      1 source domain -> 4 destination domains, --relays on: a chain, several rounds
+#   relay_tree       1 -> 6 domains, --relay-fanout 2: a binary tree
+#   relay_fanout     1 -> 3 domains of 4 ranks that all need the tensor: relays + NVLink fan-out
+#   relay_plentiful  sources as many as the destinations: the default (auto) must not relay
+#   relay_auto       1 -> 4 domains, slow NICs: the default (auto) relays
+foreach(g relay_chain relay_tree relay_fanout relay_plentiful relay_auto)
+  set(layout ${CMAKE_CURRENT_SOURCE_DIR}/golden/${g}.layout)
+  file(STRINGS ${layout} args_line REGEX "^# *replay-args:" LIMIT_COUNT 1)
+  string(REGEX REPLACE "^# *replay-args:" "" args "${args_line}")
+  separate_arguments(args UNIX_COMMAND "${args}")
+  rs_add_golden_dump(${g} ${layout} ${args})
+endforeach()
+# relayed bytes from `reshardc stats --json`: exact for on/off, zero or positive under auto
+set(RS_RELAY_STATS sh ${RS_PLANNER_TEST_DIR}/relay_stats.sh $<TARGET_FILE:reshardc>)
+set(RS_RELAY_GOLD ${CMAKE_CURRENT_SOURCE_DIR}/golden)
+set(RS_RELAY_WORK ${CMAKE_CURRENT_BINARY_DIR}/relay_stats)
+file(MAKE_DIRECTORY ${RS_RELAY_WORK})
+add_test(NAME planner_relay_stats_chain   # 3 later domains x 4 KiB
+         COMMAND ${RS_RELAY_STATS} ${RS_RELAY_GOLD}/relay_chain.layout ${RS_RELAY_WORK}/chain.plan 12288 --relays on)
+add_test(NAME planner_relay_stats_chain_off
+         COMMAND ${RS_RELAY_STATS} ${RS_RELAY_GOLD}/relay_chain.layout ${RS_RELAY_WORK}/chain_off.plan 0 --relays off)
+add_test(NAME planner_relay_stats_tree    # 5 relayed domains x 1 KiB
+         COMMAND ${RS_RELAY_STATS} ${RS_RELAY_GOLD}/relay_tree.layout ${RS_RELAY_WORK}/tree.plan 5120
+                 --relays on --relay-fanout 2)
+add_test(NAME planner_relay_stats_fanout  # 2 relayed domains x 64 KiB
+         COMMAND ${RS_RELAY_STATS} ${RS_RELAY_GOLD}/relay_fanout.layout ${RS_RELAY_WORK}/fanout.plan 131072 --relays on)
+add_test(NAME planner_relay_stats_plentiful_auto
+         COMMAND ${RS_RELAY_STATS} ${RS_RELAY_GOLD}/relay_plentiful.layout ${RS_RELAY_WORK}/plentiful.plan 0)
+add_test(NAME planner_relay_stats_plentiful_on   # the same layout relays when forced: the auto test bites
+         COMMAND ${RS_RELAY_STATS} ${RS_RELAY_GOLD}/relay_plentiful.layout ${RS_RELAY_WORK}/plentiful_on.plan positive
+                 --relays on)
+add_test(NAME planner_relay_stats_auto
+         COMMAND ${RS_RELAY_STATS} ${RS_RELAY_GOLD}/relay_auto.layout ${RS_RELAY_WORK}/auto.plan 786432)
+set_tests_properties(planner_relay_stats_chain planner_relay_stats_chain_off planner_relay_stats_tree
+                     planner_relay_stats_fanout planner_relay_stats_plentiful_auto planner_relay_stats_plentiful_on
+                     planner_relay_stats_auto PROPERTIES LABELS planner TIMEOUT 60)

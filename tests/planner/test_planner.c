@@ -384,6 +384,106 @@ static void unit_uncovered(void)
     rs_layout_free(&L);
 }
 
+/* relays (issue 9): one source domain (2 ranks, rows split) and 4 destination domains that each need the
+ * whole 4 KiB tensor (columns split over the domain's 2 ranks). Relays on: the holders send the tensor once,
+ * all to one domain, and the other 3 domains get it from destination ranks (chain: every domain but the
+ * last relays one copy; fan-out 2: a heap-shaped tree, 2 + 1 + 0 + 0 copies); relays off: the holders send
+ * it 4 times. Every plan is verified inside the planner and run on the reference executor. */
+static void unit_relays_case(int relays, uint32_t fanout)
+{
+    rs_layout L;
+    lb_init(&L, 10, 2, NULL); /* domain 0: ranks 0, 1 (sources); domains 1..4: ranks 2..10 */
+    int64_t two = 2, d2[2] = {4, 2}, shape[2] = {16, 64};
+    uint32_t src = lb_mesh(&L, 1, &two, NULL, 0), dst = lb_mesh(&L, 2, d2, NULL, 2);
+    uint32_t t = lb_tensor(&L, "w", RS_DT_FP32, 2, shape);
+    rs_place p0 = lb_shard(0, 0, 0), p1 = lb_shard(1, 1, 0);
+    lb_piece(&L, t, RS_SRC, src, lb_buffer(&L, "w", RS_SRC, RS_DT_FP32, 0, NULL), 1, &p0, NULL, NULL);
+    lb_piece(&L, t, RS_DST, dst, lb_buffer(&L, "w", RS_DST, RS_DT_FP32, 0, NULL), 1, &p1, NULL, NULL);
+    lb_finish(&L);
+    rs_plan_opts o;
+    rs_plan_opts_default(&o);
+    o.relays = relays;
+    o.relay_fanout = fanout;
+    rs_plan P;
+    rs_plan_stats S;
+    char err[600];
+    if (rs_planner_plan(&L, &o, &P, &S, err, sizeof err, NULL)) {
+        fprintf(stderr, "relays %d fanout %u: plan failed: %s\n", relays, fanout, err);
+        failures++;
+        return;
+    }
+    CHECK(rs_plan_verify_all(&P, err, sizeof err) == 0);
+    for (uint64_t s = 0; s < 2; s++)
+        if (rs_interp_run(&P, s, err, sizeof err)) {
+            fprintf(stderr, "relays %d fanout %u: executor: %s\n", relays, fanout, err);
+            failures++;
+        }
+    const uint64_t need = 16 * 64 * 4;
+    CHECK(S.ndomains == 5 && S.world == 10);
+    for (uint32_t d = 1; d < 5; d++) {
+        CHECK(S.domain_need[d] == need);
+        CHECK(S.domain_net_in[d] == need); /* each domain takes each byte over the network once */
+    }
+    CHECK(S.net_bytes == 4 * need);
+    CHECK(S.fwd_bytes == 0 && S.nvl_bytes == 0 && S.local_bytes == 0);
+    /* bytes the network brings into each destination domain from the sources, and sent out by each domain */
+    uint64_t from_src[5] = {0}, dom_out[5] = {0};
+    for (uint32_t r = 0; r < 10; r++) {
+        const rs_rank_prog *g = &P.ranks[r];
+        for (uint32_t k = 0; k < g->nops; k++) {
+            const rs_op *op = &g->ops[k];
+            if (op->code != RS_OP_SEND) continue;
+            dom_out[r / 2] += op->bytes;
+            CHECK(op->peer / 2 != r / 2); /* no NVLink traffic here: every message crosses domains */
+            if (r < 2) from_src[op->peer / 2] += op->bytes;
+        }
+        CHECK(lane_bytes(&P, RS_LANE_NET, r, RS_OP_SEND) == S.rank_net_out[r]);
+    }
+    if (relays == RS_RELAYS_ON) {
+        CHECK(S.relay_bytes == 3 * need);
+        /* the sources send the tensor once, half each, all of it into one domain (the head) */
+        CHECK(S.rank_net_out[0] == need / 2 && S.rank_net_out[1] == need / 2);
+        uint32_t heads = 0;
+        for (uint32_t d = 1; d < 5; d++) {
+            if (from_src[d]) heads++;
+            CHECK(from_src[d] == 0 || from_src[d] == need);
+        }
+        CHECK(heads == 1);
+        /* copies relayed per destination domain, sorted: chain 1 1 1 0, binary tree 2 1 0 0 */
+        uint64_t c[4];
+        for (uint32_t d = 1; d < 5; d++) {
+            CHECK(dom_out[d] % need == 0);
+            c[d - 1] = dom_out[d] / need;
+        }
+        for (int i = 0; i < 4; i++)
+            for (int j = i + 1; j < 4; j++)
+                if (c[j] > c[i]) {
+                    uint64_t x = c[i];
+                    c[i] = c[j];
+                    c[j] = x;
+                }
+        if (fanout == 1) CHECK(c[0] == 1 && c[1] == 1 && c[2] == 1 && c[3] == 0);
+        else CHECK(c[0] == 2 && c[1] == 1 && c[2] == 0 && c[3] == 0);
+        /* relaying takes extra rounds: a chain of 4 is 4 rounds deep, the tree 3 */
+        CHECK(S.rounds >= (fanout == 1 ? 4u : 3u));
+    } else {
+        CHECK(S.relay_bytes == 0);
+        /* the sources send the tensor 4 times (balanced), every domain from them, none relays */
+        CHECK(S.rank_net_out[0] == 2 * need && S.rank_net_out[1] == 2 * need);
+        for (uint32_t d = 1; d < 5; d++) CHECK(from_src[d] == need && dom_out[d] == 0);
+    }
+    rs_plan_stats_free(&S);
+    rs_plan_free(&P);
+}
+
+static void unit_relays(void)
+{
+    unit_relays_case(RS_RELAYS_ON, 1);
+    unit_relays_case(RS_RELAYS_ON, 2);
+    unit_relays_case(RS_RELAYS_OFF, 1);
+    unit_relays_case(RS_RELAYS_AUTO, 1); /* 4 KiB: far below auto's 1 ms, so no relays */
+}
+
 static int run_unit(void)
 {
     unit_row_to_column();
@@ -398,6 +498,7 @@ static int run_unit(void)
     unit_zero_copy();
     unit_many_dims();
     unit_uncovered();
+    unit_relays();
     return failures;
 }
 
@@ -410,23 +511,35 @@ static void rand_opts(uint64_t seed, rs_plan_opts *o)
     o->staging_bytes = st[seed % 5];
     o->zero_copy_min = (seed / 5) % 2 ? 64 : 1 << 20;
     o->fanout_split_min = (seed / 10) % 2 ? 16 : 64 << 10;
+    /* half the cases relay (issue 9): every fragment several domains need over the network enters one of
+     * them from its holders and is relayed on, in chains or trees of fan-out 2 or 3; the rest run under the
+     * default (auto, which stays off for layouts this small) */
+    if ((seed / 20) % 2) {
+        o->relays = RS_RELAYS_ON;
+        o->relay_fanout = 1 + (uint32_t)((seed / 40) % 3);
+    }
 }
 
 static int run_prop(uint64_t n, uint64_t seed0)
 {
+    uint64_t relayed = 0;
     for (uint64_t seed = seed0; seed < seed0 + n; seed++) {
         rs_layout L;
         gen_layout(&L, seed, NULL);
         rs_plan_opts o;
         rand_opts(seed, &o);
         rs_plan P;
+        rs_plan_stats S;
         char err[600];
-        if (rs_planner_plan(&L, &o, &P, NULL, err, sizeof err, NULL)) {
-            fprintf(stderr, "seed %llu: %s\n", (unsigned long long)seed, err);
+        if (rs_planner_plan(&L, &o, &P, &S, err, sizeof err, NULL)) {
+            fprintf(stderr, "seed %llu: %s%s\n", (unsigned long long)seed,
+                    o.relays == RS_RELAYS_ON ? "(relays on) " : "", err);
             rs_layout_free(&L);
             failures++;
             continue;
         }
+        if (S.relay_bytes) relayed++;
+        rs_plan_stats_free(&S);
         /* the reference executor on every fourth case (verification ran inside the planner) */
         if (seed % 4 == 0 && rs_interp_run(&P, seed, err, sizeof err)) {
             fprintf(stderr, "seed %llu: executor: %s\n", (unsigned long long)seed, err);
@@ -434,8 +547,8 @@ static int run_prop(uint64_t n, uint64_t seed0)
         }
         rs_plan_free(&P);
     }
-    printf("prop: %llu random layouts from seed %llu, %d failures\n", (unsigned long long)n,
-           (unsigned long long)seed0, failures);
+    printf("prop: %llu random layouts from seed %llu (%llu with relayed bytes), %d failures\n",
+           (unsigned long long)n, (unsigned long long)seed0, (unsigned long long)relayed, failures);
     return failures;
 }
 

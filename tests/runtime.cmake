@@ -102,3 +102,21 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/tests/planner/gen.c AND EXISTS ${PROJECT_SOURCE_
   set_tests_properties(runtime_planned_random_nofusion PROPERTIES ENVIRONMENT RESHARD_CPU_FUSE=0)
   set_tests_properties(runtime_planned_random_kernels PROPERTIES ENVIRONMENT RESHARD_CPU_EMULATE_KERNELS=1)
 endif()
+
+# Relay plans (issue 9: destination ranks read what they received from their destination buffer and send it
+# on to other domains) replayed again without receive fusion and through the GPU kernel's descriptors.
+foreach(g relay_chain relay_tree relay_fanout)
+  set(layout ${PROJECT_SOURCE_DIR}/tests/golden/${g}.layout)
+  file(STRINGS ${layout} args_line REGEX "^# *replay-args:" LIMIT_COUNT 1)
+  string(REGEX REPLACE "^# *replay-args:" "" args "${args_line}")
+  separate_arguments(args UNIX_COMMAND "${args}")
+  foreach(v nofusion kernels)
+    add_test(NAME replay_${v}_${g}
+             COMMAND sh ${RS_RT_DIR}/replay_layout.sh $<TARGET_FILE:reshardc> $<TARGET_FILE:reshard-replay>
+                     ${layout} ${CMAKE_CURRENT_BINARY_DIR}/replay_${v}_${g}.plan ${args})
+    set_tests_properties(replay_${v}_${g} PROPERTIES TIMEOUT 120 LABELS "runtime;replay"
+                         PASS_REGULAR_EXPRESSION "0 wrong, 0 bytes outside pieces overwritten, 0 source bytes changed")
+  endforeach()
+  set_tests_properties(replay_nofusion_${g} PROPERTIES ENVIRONMENT RESHARD_CPU_FUSE=0)
+  set_tests_properties(replay_kernels_${g} PROPERTIES ENVIRONMENT RESHARD_CPU_EMULATE_KERNELS=1)
+endforeach()

@@ -1465,6 +1465,61 @@ static int drun_cmp(const void *x, const void *y)
     return p->b < q->b ? -1 : p->b > q->b;
 }
 
+/* Sort runs by (loc, a): a stable LSD radix sort of (loc, a) keys, 16 bits a pass (millions of runs on
+ * a relaying rank); qsort when the key does not fit 64 bits. */
+static void drun_sort(drun_vec *W)
+{
+    size_t n = W->n;
+    if (n < 2) return;
+    uint64_t maxa = 0;
+    uint32_t maxloc = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (W->v[i].a > maxa) maxa = W->v[i].a;
+        if (W->v[i].loc > maxloc) maxloc = W->v[i].loc;
+    }
+    unsigned abits = 0, lbits = 0;
+    while (abits < 64 && (maxa >> abits)) abits++;
+    while (lbits < 32 && (maxloc >> lbits)) lbits++;
+    if (abits + lbits > 64) {
+        qsort(W->v, n, sizeof *W->v, drun_cmp);
+        return;
+    }
+    typedef struct {
+        uint64_t k;
+        size_t i;
+    } kv;
+    kv *x = rs_xmalloc(n * sizeof *x), *y = rs_xmalloc(n * sizeof *y);
+    for (size_t i = 0; i < n; i++) {
+        x[i].k = (abits + lbits == 0 ? 0 : ((uint64_t)W->v[i].loc << abits)) | W->v[i].a;
+        x[i].i = i;
+    }
+    /* digits of at most 13 bits (the counters stay in cache), as few passes as the key needs */
+    unsigned bits = abits + lbits, passes = (bits + 12) / 13, db = passes ? (bits + passes - 1) / passes : 1;
+    uint64_t mask = (1ull << db) - 1;
+    size_t *cnt = rs_xmalloc(((size_t)1 << db) * sizeof *cnt);
+    for (unsigned sh = 0; sh < bits; sh += db) {
+        memset(cnt, 0, ((size_t)1 << db) * sizeof *cnt);
+        for (size_t i = 0; i < n; i++) cnt[(x[i].k >> sh) & mask]++;
+        size_t sum = 0;
+        for (size_t d = 0; d < ((size_t)1 << db); d++) {
+            size_t t = cnt[d];
+            cnt[d] = sum;
+            sum += t;
+        }
+        for (size_t i = 0; i < n; i++) y[cnt[(x[i].k >> sh) & mask]++] = x[i];
+        kv *t = x;
+        x = y;
+        y = t;
+    }
+    drun *out = rs_xmalloc(n * sizeof *out);
+    for (size_t i = 0; i < n; i++) out[i] = W->v[x[i].i];
+    memcpy(W->v, out, n * sizeof *out);
+    free(out);
+    free(cnt);
+    free(x);
+    free(y);
+}
+
 static int push_druns(vctx *c, const rs_desc *d, uint32_t s, uint32_t oi, uint8_t phase, drun_vec *out)
 {
     uint64_t run = d->count[d->ndim - 1];
@@ -1476,6 +1531,74 @@ static int push_druns(vctx *c, const rs_desc *d, uint32_t s, uint32_t oi, uint8_
         for (uint32_t k = 0; k + 1 < d->ndim; k++) off += idx[k] * d->stride[k];
         drun x = {d->loc, s, oi, phase, off, off + run};
         rs_vec_push(out, x);
+        for (int k = (int)d->ndim - 2; k >= 0; k--) {
+            if (++idx[k] < d->count[k]) break;
+            idx[k] = 0;
+        }
+    }
+    return 0;
+}
+
+/* First interval of U (sorted, disjoint, by (loc, a)) of binding loc ending after a, from j on. */
+static size_t u_seek(const drun *U, size_t nu, size_t j, uint32_t loc, uint64_t a)
+{
+    /* gallop from j, then binary search */
+    size_t lo = j, step = 1, hi = j;
+    while (hi < nu && (U[hi].loc < loc || (U[hi].loc == loc && U[hi].b <= a))) {
+        lo = hi + 1;
+        hi += step;
+        step *= 2;
+    }
+    if (hi > nu) hi = nu;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (U[mid].loc < loc || (U[mid].loc == loc && U[mid].b <= a)) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* Append the parts of runs x[0..n) (ascending, one binding) that fall inside U, clipped. */
+static int clip_runs(vctx *c, const drun *x, size_t n, const drun *U, size_t nu, drun_vec *out)
+{
+    size_t j = 0;
+    uint64_t prev = 0;
+    for (size_t i = 0; i < n; i++) {
+        j = x[i].a < prev || i == 0 ? u_seek(U, nu, 0, x[i].loc, x[i].a) : u_seek(U, nu, j, x[i].loc, x[i].a);
+        prev = x[i].a;
+        for (size_t q = j; q < nu && U[q].loc == x[i].loc && U[q].a < x[i].b; q++) {
+            if (charge_runs(c, 1)) return -1;
+            drun y = x[i];
+            if (U[q].a > y.a) y.a = U[q].a;
+            if (U[q].b < y.b) y.b = U[q].b;
+            rs_vec_push(out, y);
+        }
+    }
+    return 0;
+}
+
+/* push_druns, keeping only what falls inside U */
+static int push_druns_in(vctx *c, const rs_desc *d, uint32_t s, uint32_t oi, uint8_t phase, const drun *U, size_t nu,
+                         drun_vec *out)
+{
+    uint64_t run = d->count[d->ndim - 1];
+    if (!run || !dbytes(d) || !nu) return 0;
+    uint64_t span = run;
+    for (int k = (int)d->ndim - 2; k >= 0; k--)
+        if (d->count[k] > 1) span = (d->count[k] - 1) * d->stride[k] + span;
+    size_t j = u_seek(U, nu, 0, d->loc, d->offset);
+    if (j == nu || U[j].loc != d->loc || U[j].a >= d->offset + span) return 0; /* nothing read in its span */
+    uint64_t nrun = dbytes(d) / run, idx[RS_DESC_MAX_DIMS] = {0}, prev = d->offset;
+    for (uint64_t q = 0; q < nrun; q++) {
+        uint64_t off = d->offset;
+        for (uint32_t k = 0; k + 1 < d->ndim; k++) off += idx[k] * d->stride[k];
+        j = u_seek(U, nu, off < prev ? 0 : j, d->loc, off);
+        prev = off;
+        for (size_t z = j; z < nu && U[z].loc == d->loc && U[z].a < off + run; z++) {
+            if (charge_runs(c, 1)) return -1;
+            drun x = {d->loc, s, oi, phase, off > U[z].a ? off : U[z].a, off + run < U[z].b ? off + run : U[z].b};
+            rs_vec_push(out, x);
+        }
         for (int k = (int)d->ndim - 2; k >= 0; k--) {
             if (++idx[k] < d->count[k]) break;
             idx[k] = 0;
@@ -1508,7 +1631,7 @@ static void fmt_dbytes(vctx *c, uint32_t r, uint32_t loc, uint64_t a, uint64_t b
  * data check then follows the bytes as content of the destination pieces (written right, or reported). */
 static int check_relays(vctx *c)
 {
-    drun_vec W = {0}, R = {0};
+    drun_vec W = {0}, R = {0}, U = {0};
     int rc = 0;
     for (uint32_t r = 0; r < c->world && !rc; r++) {
         const rs_rank_prog *g = &c->P->ranks[r];
@@ -1525,24 +1648,51 @@ static int check_relays(vctx *c)
         }
         if (!rd) continue;
         W.n = R.n = 0;
-        for (uint32_t s = 0; s < g->nsteps && !rc; s++)
-            for (uint32_t k = 0; k < g->steps[s].nops && !rc; k++) {
-                uint32_t oi = g->steps[s].op_begin + k;
-                const rs_op *o = &g->ops[oi];
-                if (o->code == RS_OP_SEND || o->code == RS_OP_RECV) {
-                    if (o->loc == RS_LOC_STAGING || !rd[o->loc] || !o->bytes) continue;
-                    drun x = {o->loc, s, oi, 2, o->off, o->off + o->bytes};
-                    if (charge_runs(c, 1)) rc = -1;
-                    else rs_vec_push(o->code == RS_OP_SEND ? &R : &W, x);
-                    continue;
+        /* the reads first; then only the writes inside what is read (a relaying rank writes millions of
+         * runs, most of which nothing reads) */
+        for (int pass = 0; pass < 2 && !rc; pass++) {
+            for (uint32_t s = 0; s < g->nsteps && !rc; s++)
+                for (uint32_t k = 0; k < g->steps[s].nops && !rc; k++) {
+                    uint32_t oi = g->steps[s].op_begin + k;
+                    const rs_op *o = &g->ops[oi];
+                    if (o->code == RS_OP_SEND || o->code == RS_OP_RECV) {
+                        if (o->loc == RS_LOC_STAGING || !rd[o->loc] || !o->bytes) continue;
+                        if ((o->code == RS_OP_SEND) != (pass == 0)) continue;
+                        drun x = {o->loc, s, oi, 2, o->off, o->off + o->bytes};
+                        if (pass == 0) {
+                            if (charge_runs(c, 1)) rc = -1;
+                            else rs_vec_push(&R, x);
+                        } else {
+                            rc = clip_runs(c, &x, 1, U.v, U.n, &W);
+                        }
+                        continue;
+                    }
+                    const rs_desc *sd = &g->descs[o->src], *dd = &g->descs[o->dst];
+                    uint8_t ph = o->code == RS_OP_UNPACK ? 3 : 1;
+                    if (pass == 1 && dd->loc != RS_LOC_STAGING && rd[dd->loc])
+                        rc = push_druns_in(c, dd, s, oi, ph, U.v, U.n, &W);
+                    if (pass == 0 && sd->loc != RS_LOC_STAGING && rd[sd->loc]) rc = push_druns(c, sd, s, oi, ph, &R);
                 }
-                const rs_desc *sd = &g->descs[o->src], *dd = &g->descs[o->dst];
-                uint8_t ph = o->code == RS_OP_UNPACK ? 3 : 1;
-                if (dd->loc != RS_LOC_STAGING && rd[dd->loc]) rc = push_druns(c, dd, s, oi, ph, &W);
-                if (!rc && sd->loc != RS_LOC_STAGING && rd[sd->loc]) rc = push_druns(c, sd, s, oi, ph, &R);
+            if (pass == 0 && !rc) {
+                /* R sorted by (loc, a); U: its union, disjoint intervals by (loc, a) */
+                drun_sort(&R);
+                drun_vec S = {0};
+                rs_vec_reserve(&S, R.n);
+                memcpy(S.v, R.v, R.n * sizeof *R.v);
+                S.n = R.n;
+                size_t m = 0;
+                for (size_t i = 0; i < S.n; i++) {
+                    if (m && S.v[m - 1].loc == S.v[i].loc && S.v[i].a <= S.v[m - 1].b) {
+                        if (S.v[i].b > S.v[m - 1].b) S.v[m - 1].b = S.v[i].b;
+                    } else {
+                        S.v[m++] = S.v[i];
+                    }
+                }
+                S.n = m;
+                free(U.v);
+                U = S;
             }
-        free(rd);
-        if (rc) break;
+        }
         /* per step: its lane index and the last step of the other lane known complete when it starts */
         uint32_t *lane_idx = rs_xmalloc((g->nsteps + 1) * sizeof *lane_idx);
         int64_t *before = rs_xmalloc((g->nsteps + 1) * sizeof *before);
@@ -1559,7 +1709,7 @@ static int check_relays(vctx *c)
                 before[s] = known[lane];
             }
         }
-        if (W.n > 1) qsort(W.v, W.n, sizeof *W.v, drun_cmp);
+        drun_sort(&W);
         /* a destination byte is written once */
         for (size_t i = 1; i < W.n && !rc; i++) {
             const drun *p = &W.v[i - 1], *q = &W.v[i];
@@ -1571,16 +1721,11 @@ static int check_relays(vctx *c)
                            rs_op_name(g->ops[q->op].code));
             }
         }
-        /* every read run: covered by writes, each complete before the read starts */
+        /* every read run (by address): covered by writes, each complete before the read starts */
+        size_t lo = 0;
         for (size_t i = 0; i < R.n && !rc; i++) {
             const drun *x = &R.v[i];
-            size_t lo = 0, hi = W.n;
-            while (lo < hi) { /* first write of this binding ending after x->a */
-                size_t mid = (lo + hi) / 2;
-                const drun *m = &W.v[mid];
-                if (m->loc < x->loc || (m->loc == x->loc && m->b <= x->a)) lo = mid + 1;
-                else hi = mid;
-            }
+            lo = u_seek(W.v, W.n, i && x->a >= R.v[i - 1].a && x->loc == R.v[i - 1].loc ? lo : 0, x->loc, x->a);
             uint64_t at = x->a;
             c->cur_rank = r, c->cur_step = x->step, c->cur_op = x->op;
             for (size_t j = lo; at < x->b && !rc; j++) {
@@ -1614,6 +1759,7 @@ static int check_relays(vctx *c)
     }
     rs_vec_free(&W);
     rs_vec_free(&R);
+    rs_vec_free(&U);
     return rc;
 }
 

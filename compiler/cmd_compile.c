@@ -1,5 +1,5 @@
-/* cmd_compile.c - `reshardc LAYOUT -o PLAN [-D NAME=VALUE]... [--staging BYTES] [--relays auto|on|off]
- * [--relay-fanout N] [--no-verify] [--quiet]`:
+/* cmd_compile.c - `reshardc LAYOUT -o PLAN [-D NAME=VALUE]... [--staging BYTES] [--fanout-split BYTES]
+ * [--relays auto|on|off] [--relay-fanout N] [--no-verify] [--quiet]`:
  * the pass pipeline: front end (parse, elaborate, check) -> planner (regions, fan-out, sources, steps)
  * -> whole-plan verification -> plan.bin, written atomically. Exit 0 ok, 1 invalid layout (or a plan that
  * fails verification: a planner bug), 2 bad command line. A failed compile never writes the output. */
@@ -16,8 +16,8 @@
 #include "util.h"
 
 static const char compile_usage[] =
-    "usage: reshardc LAYOUT -o PLAN [-D NAME=VALUE]... [--staging BYTES] [--relays auto|on|off]\n"
-    "                [--relay-fanout N] [--no-verify] [--quiet]\n";
+    "usage: reshardc LAYOUT -o PLAN [-D NAME=VALUE]... [--staging BYTES] [--fanout-split BYTES]\n"
+    "                [--relays auto|on|off] [--relay-fanout N] [--no-verify] [--quiet]\n";
 
 static int bad_usage(const char *fmt, const char *arg)
 {
@@ -72,7 +72,9 @@ int rs_cmd_compile(int argc, char **argv)
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(compile_usage, stdout);
             fputs("Compiles a layout into a verified per-rank transfer plan. --staging: staging bytes per rank\n"
-                  "(default 256M; suffixes K, M, G). --relays: destination ranks forward what they received to\n"
+                  "(default 256M; suffixes K, M, G). --fanout-split: a fragment several ranks of a destination\n"
+                  "domain need crosses the network in boxes of at least BYTES, one per receiver, each forwarded to\n"
+                  "the others over NVLink (default 1M). --relays: destination ranks forward what they received to\n"
                   "other domains: auto (default: where the sources' NICs bound the refit), on (every fragment\n"
                   "enters one network-fed domain from its holders), off. --relay-fanout N: domains each relaying\n"
                   "domain feeds (1: chains, the default; 2: binary trees). --no-verify skips the whole-plan\n"
@@ -121,6 +123,17 @@ int rs_cmd_compile(int argc, char **argv)
                 goto done;
             }
             po.staging_bytes = b;
+            continue;
+        }
+        if (!strcmp(a, "--fanout-split") || !strncmp(a, "--fanout-split=", 15)) {
+            const char *v = a[14] == '=' ? a + 15 : (i + 1 < argc ? argv[++i] : NULL);
+            uint64_t b;
+            if (parse_bytes(v, &b) || b < 1) {
+                rc = bad_usage("--fanout-split needs a byte count of at least 1 (e.g. 1048576 or 1M), not '%s'",
+                               v ? v : "");
+                goto done;
+            }
+            po.fanout_split_min = b;
             continue;
         }
         if (!strcmp(a, "--relays") || !strncmp(a, "--relays=", 9)) {

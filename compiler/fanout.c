@@ -1,7 +1,7 @@
 /* fanout.c - routing one cell to the ranks that need it, NVLink domain by domain: a rank that holds the
  * source itself copies locally; a domain with a source rank of its own is fed over NVLink directly;
  * any other domain gets the bytes over the network exactly once, split among its k receivers by bytes
- * (large fragments split into k nearly equal boxes, small ones whole to the least-loaded receiver), and
+ * (into min(k, bytes / fanout_split_min) nearly equal boxes, each to the least-loaded receiver so far), and
  * each receiver forwards its share to the other k - 1 over NVLink.
  *
  * Relays (c->relay_heads < 1): the domains fed over the network are cut into groups; the first domain of
@@ -139,7 +139,11 @@ int pl_route(pl_ctx *c, const pl_cell *cell)
         /* over the network, once into this domain */
         if (c->pass == 1) c->st->domain_need[x->dm] += cell->bytes;
         uint32_t k = 1;
-        if (nrest > 1 && cell->bytes >= c->o->fanout_split_min) k = nrest;
+        if (nrest > 1) {
+            /* boxes of at least fanout_split_min bytes: every box costs a message per forward peer */
+            uint64_t q = c->o->fanout_split_min ? cell->bytes / c->o->fanout_split_min : nrest;
+            k = q < nrest ? (q < 1 ? 1 : (uint32_t)q) : nrest;
+        }
         x->box = pl_alloc(&c->ar, k * sizeof *x->box);
         uint32_t m = k > 1 ? pl_box_split(nd, cell->lo, cell->hi, k, x->box) : 0;
         if (m <= 1) {

@@ -13,8 +13,10 @@ typedef struct {
     uint64_t staging_bytes;    /* per-rank staging budget (--staging), default 256 MiB, at least 256 bytes */
     uint64_t zero_copy_min;    /* a part at least this large that is contiguous in a buffer is sent from /
                                   received into that buffer directly (its own message); default 1 MiB */
-    uint64_t fanout_split_min; /* a fragment needed by k > 1 ranks of one destination domain and at least
-                                  this large is split among them by bytes; smaller ones go whole; 64 KiB */
+    uint64_t fanout_split_min; /* a fragment needed by k > 1 ranks of one destination domain is split among
+                                  them into min(k, bytes / this) boxes (smaller ones go whole): every box
+                                  costs a message to each of the other k - 1 (with k = 64, boxes of 16 KiB
+                                  made DeepSeek-V3 on GB200 NVLink-message bound); 1 MiB */
     int verify;                /* run rs_plan_verify_all before returning (default 1) */
     int strided_reads;         /* let the source side of PACK, UNPACK and COPY step through memory in any
                                   order (a stride below the span inside it, or 0): one PACK then gathers a

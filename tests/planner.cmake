@@ -19,14 +19,24 @@ set_tests_properties(planner_unit planner_prop planner_mutate planner_determinis
 # Golden dumps of small layouts (tests/golden/NAME.layout -> tests/golden/NAME.dump): compile, verify,
 # `reshardc dump`, compare. Refresh after an intended planner change with ONE command, then review:
 #     RS_GOLDEN_REFRESH=1 ctest --test-dir build -L golden && git diff tests/golden
+# Each is compiled with the arguments of its layout's `# replay-args:` line when it has one (the same ones
+# tests/runtime.cmake replays it with).
+function(rs_golden_args layout out)
+  file(STRINGS ${layout} args_line REGEX "^# *replay-args:" LIMIT_COUNT 1)
+  string(REGEX REPLACE "^# *replay-args:" "" args "${args_line}")
+  separate_arguments(args UNIX_COMMAND "${args}")
+  set(${out} ${args} PARENT_SCOPE)
+endfunction()
 foreach(g row_to_column replicated_one_domain replicated_across_domains pipeline_stages experts ragged colocated
           fused_qkv)
-  rs_add_golden_dump(${g} ${CMAKE_CURRENT_SOURCE_DIR}/golden/${g}.layout)
+  rs_golden_args(${CMAKE_CURRENT_SOURCE_DIR}/golden/${g}.layout args)
+  rs_add_golden_dump(${g} ${CMAKE_CURRENT_SOURCE_DIR}/golden/${g}.layout ${args})
 endforeach()
 # the same fan-out layout with a tiny staging budget: several rounds, NVLink fan-out of round k
 # overlapping the network transfer of round k + 1 (waits between the lanes)
+rs_golden_args(${CMAKE_CURRENT_SOURCE_DIR}/golden/replicated_one_domain.layout args)
 rs_add_golden_dump(replicated_one_domain_rounds ${CMAKE_CURRENT_SOURCE_DIR}/golden/replicated_one_domain.layout
-                   --staging 65536)
+                   ${args} --staging 65536)
 
 # Relays (issue 9): golden dumps of relay plans, compiled with the arguments of each layout's `# replay-args:`
 # line (the same ones tests/runtime.cmake replays them with, test replay_golden_relay_*):
@@ -37,9 +47,7 @@ rs_add_golden_dump(replicated_one_domain_rounds ${CMAKE_CURRENT_SOURCE_DIR}/gold
 #   relay_auto       1 -> 4 domains, slow NICs: the default (auto) relays
 foreach(g relay_chain relay_tree relay_fanout relay_plentiful relay_auto)
   set(layout ${CMAKE_CURRENT_SOURCE_DIR}/golden/${g}.layout)
-  file(STRINGS ${layout} args_line REGEX "^# *replay-args:" LIMIT_COUNT 1)
-  string(REGEX REPLACE "^# *replay-args:" "" args "${args_line}")
-  separate_arguments(args UNIX_COMMAND "${args}")
+  rs_golden_args(${layout} args)
   rs_add_golden_dump(${g} ${layout} ${args})
 endforeach()
 # relayed bytes from `reshardc stats --json`: exact for on/off, zero or positive under auto

@@ -111,7 +111,7 @@ static void unit_replicated_one_domain(void)
 {
     rs_layout L;
     lb_init(&L, 16, 8, NULL);
-    int64_t two = 2, eight = 8, shape[2] = {256, 256};
+    int64_t two = 2, eight = 8, shape[2] = {1024, 2048}; /* boxes of at least fanout_split_min (1 MiB) */
     uint32_t src = lb_mesh(&L, 1, &two, NULL, 0), dst = lb_mesh(&L, 1, &eight, NULL, 8);
     uint32_t t = lb_tensor(&L, "emb", RS_DT_FP32, 2, shape);
     rs_place p0 = lb_shard(0, 0, 0);
@@ -121,7 +121,7 @@ static void unit_replicated_one_domain(void)
     rs_plan P;
     rs_plan_stats S;
     if (plan_it(&L, 0, &P, &S)) return;
-    uint64_t bytes = 256 * 256 * 4;
+    uint64_t bytes = 1024 * 2048 * 4;
     CHECK(S.domain_need[1] == bytes);
     CHECK(S.domain_net_in[1] == bytes);                    /* no duplicate over the network */
     CHECK(lane_bytes(&P, RS_LANE_NET, RS_NONE, RS_OP_RECV) == bytes);

@@ -1245,16 +1245,30 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
         int32_t last_net_waited = -1, last_nvl_waited = -1;
         int32_t net_step_of_round_le = -1; /* program index of the latest NET step so far */
         struct { int32_t *v; size_t n, cap; } nvl_prog = {0}, net_prog = {0}; /* round -> program step index */
+        /* The UNPACKs of what NET step k received run in NVL step k (which waits for NET step k), so the
+         * network lane goes on to round k + 1 at once; NET step k + 2, the next user of the staging half,
+         * waits for NVL step k anyway. Not on a rank that relays: its relays in NET step k + 1 read what
+         * those UNPACKs write. */
+        int move_unpacks = !c->relay_out[r];
+        pl_stepb empty;
+        memset(&empty, 0, sizeof empty);
         for (int32_t k = -1; k < (int32_t)nk; k++) {
             for (int lane = 0; lane < 2; lane++) {
                 uint32_t sb = k < 0 ? (lane == RS_LANE_NVL ? c->local_step[r] : RS_NONE) : step_of(c, r, lane, (uint32_t)k);
-                if (sb == RS_NONE) continue;
-                pl_stepb *b = &c->steps.v[sb];
-                const pl_stepb *fwd = NULL;
+                pl_stepb *fwd = NULL; /* NVL step: its round's NET step */
                 if (lane == RS_LANE_NVL && k >= 0) {
                     uint32_t nsb = step_of(c, r, RS_LANE_NET, (uint32_t)k);
                     if (nsb != RS_NONE) fwd = &c->steps.v[nsb];
                 }
+                int moved = 0; /* NVL step k runs NET step k's UNPACKs */
+                if (fwd && move_unpacks)
+                    for (size_t i = 0; i < fwd->pops.n && !moved; i++)
+                        if (!fwd->pops.v[i].dead && fwd->pops.v[i].code == RS_OP_UNPACK) moved = 1;
+                if (sb == RS_NONE && !moved) {
+                    if (fwd) rs_vec_free(&fwd->pops);
+                    continue;
+                }
+                pl_stepb *b = sb != RS_NONE ? &c->steps.v[sb] : &empty;
                 step_msgs(c, b, fwd, &snd, &rcv);
                 int forwards = 0;
                 if (fwd)
@@ -1274,7 +1288,7 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
                         /* fan-out waits for its round's receive; otherwise for the NET step that last used
                          * this half (round <= k - 2) */
                         int32_t w = -1;
-                        if (forwards) {
+                        if (forwards || moved) {
                             rs_assert((size_t)k < net_prog.n && net_prog.v[k] >= 0);
                             w = net_prog.v[k];
                         }
@@ -1300,8 +1314,15 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
                     if (!b->pops.v[i].dead && b->pops.v[i].code != RS_OP_UNPACK) resolve(c, b, &b->pops.v[i], &o);
                 put_msgs(&o, &snd, RS_OP_SEND);
                 put_msgs(&o, &rcv, RS_OP_RECV);
-                for (size_t i = 0; i < b->pops.n; i++)
-                    if (!b->pops.v[i].dead && b->pops.v[i].code == RS_OP_UNPACK) resolve(c, b, &b->pops.v[i], &o);
+                int keep = lane == RS_LANE_NET && k >= 0 && move_unpacks; /* its UNPACKs go to NVL step k */
+                if (!keep)
+                    for (size_t i = 0; i < b->pops.n; i++)
+                        if (!b->pops.v[i].dead && b->pops.v[i].code == RS_OP_UNPACK) resolve(c, b, &b->pops.v[i], &o);
+                if (moved)
+                    for (size_t i = 0; i < fwd->pops.n; i++)
+                        if (!fwd->pops.v[i].dead && fwd->pops.v[i].code == RS_OP_UNPACK)
+                            resolve(c, fwd, &fwd->pops.v[i], &o);
+                if (fwd) rs_vec_free(&fwd->pops);
                 st.nwaits = (uint32_t)o.waits.n - st.wait_begin;
                 st.nops = (uint32_t)o.ops.n - st.op_begin;
                 if (st.nops == 0) {
@@ -1309,6 +1330,7 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
                     o.waits.n = st.wait_begin;
                     last_net_waited = saved_net;
                     last_nvl_waited = saved_nvl;
+                    if (!keep) rs_vec_free(&b->pops);
                     continue;
                 }
                 rs_vec_push(&o.steps, st);
@@ -1318,7 +1340,7 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
                     pv->v[k] = me;
                     if (lane == RS_LANE_NET) net_step_of_round_le = me;
                 }
-                rs_vec_free(&b->pops);
+                if (!keep) rs_vec_free(&b->pops);
             }
         }
         (void)net_step_of_round_le;

@@ -1677,9 +1677,11 @@ static int check_relays(vctx *c)
                 /* R sorted by (loc, a); U: its union, disjoint intervals by (loc, a) */
                 drun_sort(&R);
                 drun_vec S = {0};
-                rs_vec_reserve(&S, R.n);
-                memcpy(S.v, R.v, R.n * sizeof *R.v);
-                S.n = R.n;
+                if (R.n) {
+                    rs_vec_reserve(&S, R.n);
+                    memcpy(S.v, R.v, R.n * sizeof *R.v);
+                    S.n = R.n;
+                }
                 size_t m = 0;
                 for (size_t i = 0; i < S.n; i++) {
                     if (m && S.v[m - 1].loc == S.v[i].loc && S.v[i].a <= S.v[m - 1].b) {
@@ -1693,6 +1695,8 @@ static int check_relays(vctx *c)
                 U = S;
             }
         }
+        free(rd);
+        if (rc) break;
         /* per step: its lane index and the last step of the other lane known complete when it starts */
         uint32_t *lane_idx = rs_xmalloc((g->nsteps + 1) * sizeof *lane_idx);
         int64_t *before = rs_xmalloc((g->nsteps + 1) * sizeof *before);

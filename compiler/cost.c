@@ -67,18 +67,19 @@ typedef struct {
 
 typedef struct {
     const rs_layout *L;
-    proj *pj;
+    proj **pj; /* each allocated on its own: blocks keep pointers to them while the cache grows */
     uint32_t npj, cappj;
 } projcache;
 
 static void projcache_free(projcache *c)
 {
     for (uint32_t i = 0; i < c->npj; i++) {
-        free(c->pj[i].rank_begin);
-        free(c->pj[i].ranks);
-        free(c->pj[i].dom_begin);
-        free(c->pj[i].doms);
-        free(c->pj[i].marked);
+        free(c->pj[i]->rank_begin);
+        free(c->pj[i]->ranks);
+        free(c->pj[i]->dom_begin);
+        free(c->pj[i]->doms);
+        free(c->pj[i]->marked);
+        free(c->pj[i]);
     }
     free(c->pj);
     memset(c, 0, sizeof *c);
@@ -102,15 +103,15 @@ static int cmp_u32(const void *a, const void *b)
 static const proj *projcache_get(projcache *c, uint32_t mesh, uint32_t mask)
 {
     for (uint32_t i = 0; i < c->npj; i++)
-        if (c->pj[i].mesh == mesh && c->pj[i].mask == mask) return &c->pj[i];
+        if (c->pj[i]->mesh == mesh && c->pj[i]->mask == mask) return c->pj[i];
     const rs_layout *L = c->L;
     const rs_mesh *m = L->meshes + mesh;
     if (c->npj == c->cappj) {
         c->cappj = c->cappj ? 2 * c->cappj : 8;
         c->pj = rs_xrealloc(c->pj, c->cappj * sizeof *c->pj);
     }
-    proj *pj = &c->pj[c->npj++];
-    memset(pj, 0, sizeof *pj);
+    proj *pj = rs_xcalloc(1, sizeof *pj);
+    c->pj[c->npj++] = pj;
     pj->mesh = mesh;
     pj->mask = mask;
     uint64_t nt = 1;

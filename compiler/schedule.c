@@ -1244,7 +1244,7 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
         memset(&o, 0, sizeof o);
         int32_t last_net_waited = -1, last_nvl_waited = -1;
         int32_t net_step_of_round_le = -1; /* program index of the latest NET step so far */
-        struct { int32_t *v; size_t n, cap; } nvl_prog = {0}, net_prog = {0}; /* round -> program step index */
+        struct { int32_t *v; size_t n, cap; } nvl_prog = {0}, net_prog = {0}, pack_prog = {0}; /* round -> program step index */
         /* The UNPACKs of what NET step k received run in NVL step k (which waits for NET step k), so the
          * network lane goes on to round k + 1 at once; NET step k + 2, the next user of the staging half,
          * waits for NVL step k anyway. Not on a rank that relays: its relays in NET step k + 1 read what
@@ -1303,14 +1303,16 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
                         int32_t w = -1;
                         for (int32_t j = k - 2; j >= 0 && w < 0; j--)
                             if ((size_t)j < nvl_prog.n && nvl_prog.v[j] >= 0) w = nvl_prog.v[j];
+                        if ((size_t)k < pack_prog.n && pack_prog.v[k] > w) w = pack_prog.v[k]; /* its packs */
                         if (w > last_nvl_waited) {
                             rs_vec_push(&o.waits, (uint32_t)w);
                             last_nvl_waited = w;
                         }
                     }
                 }
-                /* phase 1, 2, 3 */
-                for (size_t i = 0; i < b->pops.n; i++)
+                /* phase 1, 2, 3 (a NET step's PACKs may have run ahead, in a pack step of the NVL lane) */
+                int packed = lane == RS_LANE_NET && k >= 0 && (size_t)k < pack_prog.n && pack_prog.v[k] >= 0;
+                for (size_t i = 0; i < b->pops.n && !packed; i++)
                     if (!b->pops.v[i].dead && b->pops.v[i].code != RS_OP_UNPACK) resolve(c, b, &b->pops.v[i], &o);
                 put_msgs(&o, &snd, RS_OP_SEND);
                 put_msgs(&o, &rcv, RS_OP_RECV);
@@ -1342,10 +1344,40 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
                 }
                 if (!keep) rs_vec_free(&b->pops);
             }
+            /* the pack step of round k + 2 on the NVL lane: after NVL step k and NET step k (the last users of
+             * the staging half), while round k + 1 crosses the network; NET step k + 2 waits for it. Not on a
+             * rank that relays (its packs may read what NET step k + 1 writes). */
+            uint32_t psb = k >= 0 && move_unpacks ? step_of(c, r, RS_LANE_NET, (uint32_t)k + 2) : RS_NONE;
+            pl_stepb *pb = psb != RS_NONE ? &c->steps.v[psb] : NULL;
+            int any = 0;
+            for (size_t i = 0; pb && i < pb->pops.n && !any; i++)
+                if (!pb->pops.v[i].dead && pb->pops.v[i].code == RS_OP_PACK) any = 1;
+            if (any) {
+                rs_step st;
+                memset(&st, 0, sizeof st);
+                st.lane = RS_LANE_NVL;
+                st.wait_begin = (uint32_t)o.waits.n;
+                st.op_begin = (uint32_t)o.ops.n;
+                int32_t w = -1;
+                for (int32_t j = k; j >= 0 && w < 0; j--)
+                    if ((size_t)j < net_prog.n && net_prog.v[j] >= 0) w = net_prog.v[j];
+                if (w > last_net_waited) {
+                    rs_vec_push(&o.waits, (uint32_t)w);
+                    last_net_waited = w;
+                }
+                for (size_t i = 0; i < pb->pops.n; i++)
+                    if (!pb->pops.v[i].dead && pb->pops.v[i].code == RS_OP_PACK) resolve(c, pb, &pb->pops.v[i], &o);
+                st.nwaits = (uint32_t)o.waits.n - st.wait_begin;
+                st.nops = (uint32_t)o.ops.n - st.op_begin;
+                while (pack_prog.n <= (size_t)k + 2) rs_vec_push(&pack_prog, -1);
+                pack_prog.v[k + 2] = (int32_t)o.steps.n;
+                rs_vec_push(&o.steps, st);
+            }
         }
         (void)net_step_of_round_le;
         rs_vec_free(&nvl_prog);
         rs_vec_free(&net_prog);
+        rs_vec_free(&pack_prog);
         /* exact sizes: the vectors grew by doubling */
         g->steps = rs_xrealloc(o.steps.v, (o.steps.n + 1) * sizeof *o.steps.v);
         g->nsteps = (uint32_t)o.steps.n;

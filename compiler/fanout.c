@@ -7,9 +7,9 @@
  * Relays (c->relay_heads < 1): the domains fed over the network are cut into groups; the first domain of
  * a group (its head) is fed by the holders, every other one by a domain of its group that got the bytes
  * before it (chains, or trees of fan-out o->relay_fanout): the receiver of box q there sends box q on
- * from its destination buffer one round after it arrived (or, when the two domains split the fragment
- * differently, one of its ranks sends the whole box two rounds after the last piece arrived, once the
- * NVLink fan-out has brought it). */
+ * from its destination buffer two rounds after each chunk arrived (the chunk is unpacked in the NVL step
+ * of its round; or, when the two domains split the fragment differently, one of its ranks sends the whole
+ * box two rounds after the last piece arrived, once the NVLink fan-out has brought it). */
 #include "plan_int.h"
 
 #include <math.h>

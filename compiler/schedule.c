@@ -346,8 +346,9 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
     uint32_t wi = c->flows.v[fi].win_base + w;
     uint64_t off = c->fw_base[wi] + c->fw_run[wi];
     c->fw_run[wi] += bytes;
-    /* relays: right after the rounds that brought the bytes (their flows are not in the round tables) */
-    uint32_t kmin = p->kmin_chunk && c->cur_chunk < p->nkmin ? p->kmin_chunk[c->cur_chunk] + 1 : p->kmin;
+    /* relays: two rounds after the round that brought the bytes (their flows are not in the round tables):
+     * the bytes are unpacked in NVL step k, and NET step k + 2 (and its pack step) comes after it */
+    uint32_t kmin = p->kmin_chunk && c->cur_chunk < p->nkmin ? p->kmin_chunk[c->cur_chunk] + 2 : p->kmin;
     uint32_t k = p->relay ? kmin : flow_round(c, fi, off);
     if (k < kmin) k = kmin;
 
@@ -1247,9 +1248,7 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
         struct { int32_t *v; size_t n, cap; } nvl_prog = {0}, net_prog = {0}, pack_prog = {0}; /* round -> program step index */
         /* The UNPACKs of what NET step k received run in NVL step k (which waits for NET step k), so the
          * network lane goes on to round k + 1 at once; NET step k + 2, the next user of the staging half,
-         * waits for NVL step k anyway. Not on a rank that relays: its relays in NET step k + 1 read what
-         * those UNPACKs write. */
-        int move_unpacks = !c->relay_out[r];
+         * waits for NVL step k anyway (and so do relays, which read those bytes two rounds later). */
         pl_stepb empty;
         memset(&empty, 0, sizeof empty);
         for (int32_t k = -1; k < (int32_t)nk; k++) {
@@ -1261,7 +1260,7 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
                     if (nsb != RS_NONE) fwd = &c->steps.v[nsb];
                 }
                 int moved = 0; /* NVL step k runs NET step k's UNPACKs */
-                if (fwd && move_unpacks)
+                if (fwd)
                     for (size_t i = 0; i < fwd->pops.n && !moved; i++)
                         if (!fwd->pops.v[i].dead && fwd->pops.v[i].code == RS_OP_UNPACK) moved = 1;
                 if (sb == RS_NONE && !moved) {
@@ -1316,7 +1315,7 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
                     if (!b->pops.v[i].dead && b->pops.v[i].code != RS_OP_UNPACK) resolve(c, b, &b->pops.v[i], &o);
                 put_msgs(&o, &snd, RS_OP_SEND);
                 put_msgs(&o, &rcv, RS_OP_RECV);
-                int keep = lane == RS_LANE_NET && k >= 0 && move_unpacks; /* its UNPACKs go to NVL step k */
+                int keep = lane == RS_LANE_NET && k >= 0; /* its UNPACKs go to NVL step k */
                 if (!keep)
                     for (size_t i = 0; i < b->pops.n; i++)
                         if (!b->pops.v[i].dead && b->pops.v[i].code == RS_OP_UNPACK) resolve(c, b, &b->pops.v[i], &o);
@@ -1345,9 +1344,9 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
                 if (!keep) rs_vec_free(&b->pops);
             }
             /* the pack step of round k + 2 on the NVL lane: after NVL step k and NET step k (the last users of
-             * the staging half), while round k + 1 crosses the network; NET step k + 2 waits for it. Not on a
-             * rank that relays (its packs may read what NET step k + 1 writes). */
-            uint32_t psb = k >= 0 && move_unpacks ? step_of(c, r, RS_LANE_NET, (uint32_t)k + 2) : RS_NONE;
+             * the staging half, and the writers of what a relay in round k + 2 reads), while round k + 1
+             * crosses the network; NET step k + 2 waits for it. */
+            uint32_t psb = k >= 0 ? step_of(c, r, RS_LANE_NET, (uint32_t)k + 2) : RS_NONE;
             pl_stepb *pb = psb != RS_NONE ? &c->steps.v[psb] : NULL;
             int any = 0;
             for (size_t i = 0; pb && i < pb->pops.n && !any; i++)

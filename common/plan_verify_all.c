@@ -642,8 +642,12 @@ static int affine(const vpiece *v, const rs_desc *e, uint64_t rel, rs_desc *td)
 }
 
 /* Decompose one desc (bytes, element aligned) of (rank, loc) into pieces and tensor descs. */
-static int dec_desc(vctx *c, uint32_t rank, uint32_t loc, const rs_desc *d, vseg_vec *out, int depth)
+static int dec_desc(vctx *c, uint32_t rank, uint32_t loc, const rs_desc *d0, vseg_vec *out, int depth)
 {
+    rs_desc cur = *d0; /* the rest of a run is taken in a loop (a long run over many pieces would otherwise
+                          recurse once per piece) */
+    const rs_desc *d = &cur;
+again:
     if (d->ndim == 0) return 0;
     if (++c->budget > 400000000ull) return vfail(c, "verification budget exhausted (plan too irregular)");
     uint64_t len = dbytes(d);
@@ -726,10 +730,9 @@ static int dec_desc(vctx *c, uint32_t rank, uint32_t loc, const rs_desc *d, vseg
     }
     pre.count[0] = lo * es;
     if (dec_desc(c, rank, loc, &pre, out, depth + 1)) return -1;
-    rs_desc rest = *d;
-    rest.offset += lo * es;
-    rest.count[0] -= lo * es;
-    return dec_desc(c, rank, loc, &rest, out, depth + 1);
+    cur.offset += lo * es;
+    cur.count[0] -= lo * es;
+    goto again;
 }
 
 /* Decompose the stream range [u, u + n) of desc d over (rank, loc). */

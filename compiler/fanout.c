@@ -55,6 +55,7 @@ typedef struct {
     uint32_t dm, nrest, m;
     uint32_t *rest, *order;
     uint32_t **krec, *nkrec; /* per box: the latest round of each of its chunks */
+    uint64_t *kpm;           /* per box: its chunk size */
     int64_t (*box)[2 * PL_ND];
 } netdom;
 
@@ -165,6 +166,7 @@ int pl_route(pl_ctx *c, const pl_cell *cell)
         }
         x->krec = pl_alloc(&c->ar, m * sizeof *x->krec);
         x->nkrec = pl_alloc(&c->ar, m * sizeof *x->nkrec);
+        x->kpm = pl_alloc(&c->ar, m * sizeof *x->kpm);
         /* the domain this one is relayed from, if any */
         uint32_t gpos = t % G;
         const netdom *par = gpos ? &nb[t - gpos + (gpos - 1) / N] : NULL;
@@ -202,6 +204,7 @@ int pl_route(pl_ctx *c, const pl_cell *cell)
                     p.s = par->order[q];
                     p.kmin_chunk = par->krec[q];
                     p.nkmin = par->nkrec[q];
+                    p.pm = par->kpm[q];
                 } else {
                     /* any rank of the parent domain has the whole cell once its fan-out is done */
                     uint32_t best = par->rest[0];
@@ -214,6 +217,7 @@ int pl_route(pl_ctx *c, const pl_cell *cell)
             }
             if (emit(c, cell, &p, ncand)) return -1;
             x->nkrec[q] = (uint32_t)c->chunk_k.n;
+            x->kpm[q] = c->cur_pm;
             x->krec[q] = NULL;
             if (c->chunk_k.n) {
                 x->krec[q] = pl_alloc(&c->ar, c->chunk_k.n * sizeof *x->krec[q]);

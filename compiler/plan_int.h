@@ -148,6 +148,7 @@ typedef struct {
     uint32_t kmin;     /* earliest round (relays: after the rounds that brought the bytes to the sender) */
     const uint32_t *kmin_chunk; /* relays of the same box: chunk i goes after round kmin_chunk[i] */
     uint32_t nkmin;
+    uint64_t pm;       /* relays of the same box: the parent's chunk size (the same chunks) */
     int64_t lo[PL_ND], hi[PL_ND];
     uint64_t bytes;
 } pl_part;
@@ -241,6 +242,8 @@ typedef struct pl_ctx {
     uint32_t world;
 
     uint64_t half, pmax, cs; /* staging per half, largest chunk, sender bytes per round */
+    uint64_t pfine;          /* chunk of a part that spans a round boundary (after pass 2) */
+    uint64_t cur_pm;         /* pass 3: the chunk size of the current part */
 
     /* bindings: per rank sorted buffer ids, with the shape on that rank */
     uint32_t *bind_begin; /* [world + 1] */

@@ -354,7 +354,7 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
 
     /* zero-copy only for whole chunks: a smaller fragment costs less packed into its round's message
      * (2 bytes of device-memory traffic per byte) than as a message of its own */
-    uint64_t zmin = c->o->zero_copy_min > c->pmax ? c->o->zero_copy_min : c->pmax;
+    uint64_t zmin = c->o->zero_copy_min > c->cur_pm ? c->o->zero_copy_min : c->cur_pm;
     int direct = bytes >= zmin && (sd.ndim == 1 || dd.ndim == 1);
     int zc_src = direct && sd.ndim == 1;
     int zc_dst = direct && p->fset == 0 && dd.ndim == 1;
@@ -511,6 +511,36 @@ static const pl_bmap *bmap_cached(pl_ctx *c, uint32_t slot, uint32_t base, const
     return m;
 }
 
+/* End of the byte range of flow f's round table entry holding byte `off` (UINT64_MAX past the end). */
+static uint64_t flow_round_end(const pl_ctx *c, uint32_t f, uint64_t off)
+{
+    uint32_t lo = c->rt_begin[f], hi = c->rt_begin[f + 1];
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (c->rt_end[mid] <= off) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < c->rt_begin[f + 1] ? c->rt_end[lo] : UINT64_MAX;
+}
+
+/* [lo, hi) in chunks of at most pm bytes (nearly equal sub-boxes along the outer dims), in order. */
+static int chunks_of(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_env *E, const int64_t *lo,
+                     const int64_t *hi, uint64_t pm)
+{
+    uint64_t bytes = pl_box_elems(cell->ndim, lo, hi) * cell->es;
+    if (bytes <= pm) {
+        c->cur_chunk++;
+        return emit_aligned(c, cell, p, E, lo, hi);
+    }
+    uint32_t k = (uint32_t)((bytes + pm - 1) / pm);
+    int64_t (*box)[2 * PL_ND] = rs_xmalloc(k * sizeof *box);
+    uint32_t m = pl_box_split(cell->ndim, lo, hi, k, box);
+    int rc = 0;
+    for (uint32_t i = 0; i < m && !rc; i++) rc = chunks_of(c, cell, p, E, box[i], box[i] + PL_ND, pm);
+    free(box);
+    return rc;
+}
+
 static int part_pass3(pl_ctx *c, const pl_cell *cell, const pl_part *p)
 {
     const rs_layout *L = c->L;
@@ -555,30 +585,25 @@ static int part_pass3(pl_ctx *c, const pl_cell *cell, const pl_part *p)
             rs_assert(E.flocs[q] != RS_NONE);
         }
     }
-    if (p->kind == PL_LOCAL || p->bytes <= c->pmax) {
+    /* Chunk size: a part whose bytes all fall in one round of its flow goes in chunks as large as staging
+     * allows (pmax); one that spans a round boundary in fine chunks (a chunk goes whole to the round of its
+     * first byte, so fine chunks keep each round near its budget). A relay uses its parent's size. */
+    uint64_t pm = c->pmax;
+    if (p->relay) {
+        if (p->pm) pm = p->pm;
+    } else if (p->kind != PL_LOCAL) {
+        uint8_t lane = p->kind == PL_NET ? RS_LANE_NET : RS_LANE_NVL;
+        uint32_t fi = flow_get(c, lane, p->s, p->r, p->key, 0);
+        uint32_t wi = c->flows.v[fi].win_base + E.win;
+        uint64_t off = c->fw_base[wi] + c->fw_run[wi];
+        if (off + p->bytes > flow_round_end(c, fi, off)) pm = c->pfine;
+    }
+    c->cur_pm = pm;
+    if (p->kind == PL_LOCAL) {
         c->cur_chunk++;
         return emit_aligned(c, cell, p, &E, p->lo, p->hi);
     }
-    /* chunks of at most pmax bytes */
-    uint32_t k = (uint32_t)((p->bytes + c->pmax - 1) / c->pmax);
-    int64_t (*box)[2 * PL_ND] = rs_xmalloc(k * sizeof *box);
-    uint32_t m = pl_box_split(cell->ndim, p->lo, p->hi, k, box);
-    int rc = 0;
-    for (uint32_t i = 0; i < m && !rc; i++) {
-        uint64_t b = pl_box_elems(cell->ndim, box[i], box[i] + PL_ND) * cell->es;
-        if (b > c->pmax) {
-            pl_part q = *p;
-            memcpy(q.lo, box[i], sizeof q.lo);
-            memcpy(q.hi, box[i] + PL_ND, sizeof q.hi);
-            q.bytes = b;
-            rc = part_pass3(c, cell, &q);
-        } else {
-            c->cur_chunk++;
-            rc = emit_aligned(c, cell, p, &E, box[i], box[i] + PL_ND);
-        }
-    }
-    free(box);
-    return rc;
+    return chunks_of(c, cell, p, &E, p->lo, p->hi, pm);
 }
 
 int pl_do_part(pl_ctx *c, const pl_cell *cell, const pl_part *p)
@@ -902,7 +927,7 @@ void pl_after_pass2(pl_ctx *c)
         uint64_t pm = (c->cs / 32) & ~(uint64_t)15;
         if (pm < c->o->zero_copy_min) pm = (c->o->zero_copy_min + 15) & ~(uint64_t)15;
         if (pm < (64u << 10)) pm = 64u << 10;
-        if (pm < c->pmax) c->pmax = pm;
+        c->pfine = pm < c->pmax ? pm : c->pmax;
     }
     fill_rounds(c);
     c->last_flow_key = 0;

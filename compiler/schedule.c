@@ -541,6 +541,52 @@ static int chunks_of(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_env
     return rc;
 }
 
+/* A part that spans round boundaries: fine sub-boxes (pfine), and consecutive ones whose first bytes fall in
+ * the same round of the flow, and that together form a box, go as one chunk (at most pmax): a round still
+ * overshoots its budget by at most one fine box, with far fewer chunks (ops and descriptors). */
+static int grouped_chunks(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_env *E, uint32_t fi, uint32_t wi)
+{
+    uint32_t nd = cell->ndim;
+    uint32_t k = (uint32_t)((p->bytes + c->pfine - 1) / c->pfine);
+    int64_t (*box)[2 * PL_ND] = rs_xmalloc(k * sizeof *box);
+    uint32_t m = pl_box_split(nd, p->lo, p->hi, k, box);
+    uint64_t off = c->fw_base[wi] + c->fw_run[wi];
+    int rc = 0;
+    for (uint32_t i = 0; i < m && !rc;) {
+        int64_t gl[PL_ND], gh[PL_ND];
+        memcpy(gl, box[i], sizeof gl);
+        memcpy(gh, box[i] + PL_ND, sizeof gh);
+        uint64_t gb = pl_box_elems(nd, gl, gh) * cell->es, o2 = off + gb;
+        uint32_t r = flow_round(c, fi, off), j = i + 1;
+        for (; j < m; j++) {
+            const int64_t *bl = box[j], *bh = box[j] + PL_ND;
+            uint64_t bb = pl_box_elems(nd, bl, bh) * cell->es;
+            if (gb + bb > c->pmax || flow_round(c, fi, o2) != r) break;
+            /* adjacent along one dim, equal in all others */
+            uint32_t d = nd, ok = 1;
+            for (uint32_t e = 0; e < nd && ok; e++) {
+                if (bl[e] == gl[e] && bh[e] == gh[e]) continue;
+                if (d == nd && bl[e] == gh[e]) d = e;
+                else ok = 0;
+            }
+            if (!ok || d == nd) break;
+            gh[d] = bh[d];
+            gb += bb;
+            o2 += bb;
+        }
+        if (gb > c->pmax) {
+            rc = chunks_of(c, cell, p, E, gl, gh, c->pfine);
+        } else {
+            c->cur_chunk++;
+            rc = emit_aligned(c, cell, p, E, gl, gh);
+        }
+        off = o2;
+        i = j;
+    }
+    free(box);
+    return rc;
+}
+
 static int part_pass3(pl_ctx *c, const pl_cell *cell, const pl_part *p)
 {
     const rs_layout *L = c->L;
@@ -596,7 +642,14 @@ static int part_pass3(pl_ctx *c, const pl_cell *cell, const pl_part *p)
         uint32_t fi = flow_get(c, lane, p->s, p->r, p->key, 0);
         uint32_t wi = c->flows.v[fi].win_base + E.win;
         uint64_t off = c->fw_base[wi] + c->fw_run[wi];
-        if (off + p->bytes > flow_round_end(c, fi, off)) pm = c->pfine;
+        if (off + p->bytes > flow_round_end(c, fi, off)) {
+            pm = c->pfine;
+            /* without relays nothing needs to repeat this part's chunks: group them by round */
+            if (c->relay_heads >= 1 && pm < c->pmax) {
+                c->cur_pm = pm; /* a grouped chunk of at least pfine that is contiguous goes zero-copy */
+                return grouped_chunks(c, cell, p, &E, fi, wi);
+            }
+        }
     }
     c->cur_pm = pm;
     if (p->kind == PL_LOCAL) {

@@ -1137,6 +1137,43 @@ static int check_alignment(vctx *c)
     return 0;
 }
 
+/* The order that sorts keys[0..n) stably: an LSD radix sort over the keys' `bits` low bits, in as few passes
+ * of at most 13 bits as that takes (the counters stay in cache). */
+static size_t *radix_order(const uint64_t *keys, size_t n, unsigned bits)
+{
+    size_t *ord = rs_xmalloc((n + 1) * sizeof *ord), *tmp = rs_xmalloc((n + 1) * sizeof *tmp);
+    for (size_t i = 0; i < n; i++) ord[i] = i;
+    unsigned passes = (bits + 12) / 13, db = passes ? (bits + passes - 1) / passes : 1;
+    uint64_t mask = (1ull << db) - 1;
+    size_t *cnt = rs_xmalloc(((size_t)1 << db) * sizeof *cnt);
+    for (unsigned sh = 0; sh < bits; sh += db) {
+        memset(cnt, 0, ((size_t)1 << db) * sizeof *cnt);
+        for (size_t i = 0; i < n; i++) cnt[(keys[ord[i]] >> sh) & mask]++;
+        size_t sum = 0;
+        for (size_t d = 0; d < ((size_t)1 << db); d++) {
+            size_t t = cnt[d];
+            cnt[d] = sum;
+            sum += t;
+        }
+        for (size_t i = 0; i < n; i++) tmp[cnt[(keys[ord[i]] >> sh) & mask]++] = ord[i];
+        size_t *t = ord;
+        ord = tmp;
+        tmp = t;
+    }
+    free(cnt);
+    free(tmp);
+    return ord;
+}
+
+/* Put the n elements of `size` bytes at base in the order ord (from radix_order). */
+static void permute(void *base, size_t n, size_t size, const size_t *ord)
+{
+    char *out = rs_xmalloc(n * size + 1), *b = base;
+    for (size_t i = 0; i < n; i++) memcpy(out + i * size, b + ord[i] * size, size);
+    memcpy(base, out, n * size);
+    free(out);
+}
+
 static int match_ops(vctx *c, vglob *G)
 {
     rs_vec(mrec) recs = {0};
@@ -1158,22 +1195,14 @@ static int match_ops(vctx *c, vglob *G)
      * stable count per key works after grouping; do it with a sort by (key, kind, gop) */
     for (size_t i = 0; i < recs.n; i++) recs.v[i].seq = recs.v[i].gop;
     /* by key, then gop (program order of one rank): the records are in gop order, so a stable radix sort
-     * by key (three 16-bit digits of the 43-bit key) gives mrec_cmp's order */
+     * by the 43-bit key gives mrec_cmp's order */
     if (recs.n > 1) {
-        mrec *tmp = rs_xmalloc(recs.n * sizeof *tmp), *src = recs.v, *dst = tmp;
-        size_t *cnt = rs_xmalloc(65537 * sizeof *cnt);
-        for (int sh = 0; sh < 48; sh += 16) {
-            memset(cnt, 0, 65537 * sizeof *cnt);
-            for (size_t i = 0; i < recs.n; i++) cnt[((src[i].key >> sh) & 0xffff) + 1]++;
-            for (size_t d = 0; d < 65536; d++) cnt[d + 1] += cnt[d];
-            for (size_t i = 0; i < recs.n; i++) dst[cnt[(src[i].key >> sh) & 0xffff]++] = src[i];
-            mrec *t = src;
-            src = dst;
-            dst = t;
-        }
-        if (src != recs.v) memcpy(recs.v, src, recs.n * sizeof *tmp);
-        free(tmp);
-        free(cnt);
+        uint64_t *keys = rs_xmalloc(recs.n * sizeof *keys);
+        for (size_t i = 0; i < recs.n; i++) keys[i] = recs.v[i].key;
+        size_t *ord = radix_order(keys, recs.n, 43);
+        permute(recs.v, recs.n, sizeof *recs.v, ord);
+        free(ord);
+        free(keys);
     }
     /* within a key: sends come from one rank and receives from another; number each kind */
     size_t i = 0;
@@ -1468,8 +1497,8 @@ static int drun_cmp(const void *x, const void *y)
     return p->b < q->b ? -1 : p->b > q->b;
 }
 
-/* Sort runs by (loc, a): a stable LSD radix sort of (loc, a) keys, 16 bits a pass (millions of runs on
- * a relaying rank); qsort when the key does not fit 64 bits. */
+/* Sort runs by (loc, a), stably (millions of runs on a relaying rank); qsort when the key does not fit 64
+ * bits. */
 static void drun_sort(drun_vec *W)
 {
     size_t n = W->n;
@@ -1487,40 +1516,12 @@ static void drun_sort(drun_vec *W)
         qsort(W->v, n, sizeof *W->v, drun_cmp);
         return;
     }
-    typedef struct {
-        uint64_t k;
-        size_t i;
-    } kv;
-    kv *x = rs_xmalloc(n * sizeof *x), *y = rs_xmalloc(n * sizeof *y);
-    for (size_t i = 0; i < n; i++) {
-        x[i].k = (abits + lbits == 0 ? 0 : ((uint64_t)W->v[i].loc << abits)) | W->v[i].a;
-        x[i].i = i;
-    }
-    /* digits of at most 13 bits (the counters stay in cache), as few passes as the key needs */
-    unsigned bits = abits + lbits, passes = (bits + 12) / 13, db = passes ? (bits + passes - 1) / passes : 1;
-    uint64_t mask = (1ull << db) - 1;
-    size_t *cnt = rs_xmalloc(((size_t)1 << db) * sizeof *cnt);
-    for (unsigned sh = 0; sh < bits; sh += db) {
-        memset(cnt, 0, ((size_t)1 << db) * sizeof *cnt);
-        for (size_t i = 0; i < n; i++) cnt[(x[i].k >> sh) & mask]++;
-        size_t sum = 0;
-        for (size_t d = 0; d < ((size_t)1 << db); d++) {
-            size_t t = cnt[d];
-            cnt[d] = sum;
-            sum += t;
-        }
-        for (size_t i = 0; i < n; i++) y[cnt[(x[i].k >> sh) & mask]++] = x[i];
-        kv *t = x;
-        x = y;
-        y = t;
-    }
-    drun *out = rs_xmalloc(n * sizeof *out);
-    for (size_t i = 0; i < n; i++) out[i] = W->v[x[i].i];
-    memcpy(W->v, out, n * sizeof *out);
-    free(out);
-    free(cnt);
-    free(x);
-    free(y);
+    uint64_t *keys = rs_xmalloc(n * sizeof *keys);
+    for (size_t i = 0; i < n; i++) keys[i] = (lbits ? (uint64_t)W->v[i].loc << abits : 0) | W->v[i].a;
+    size_t *ord = radix_order(keys, n, abits + lbits);
+    permute(W->v, n, sizeof *W->v, ord);
+    free(ord);
+    free(keys);
 }
 
 static int push_druns(vctx *c, const rs_desc *d, uint32_t s, uint32_t oi, uint8_t phase, drun_vec *out)

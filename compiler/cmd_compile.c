@@ -28,6 +28,18 @@ static int bad_usage(const char *fmt, const char *arg)
     return 2;
 }
 
+/* Is argument a the option `name` ("--name VALUE" or "--name=VALUE")? Then *v is its value (NULL when
+ * missing) and *i has moved past it. */
+static int opt_value(const char *a, const char *name, int argc, char **argv, int *i, const char **v)
+{
+    size_t n = strlen(name);
+    if (strncmp(a, name, n)) return 0;
+    if (a[n] == '=') *v = a + n + 1;
+    else if (!a[n]) *v = *i + 1 < argc ? argv[++*i] : NULL;
+    else return 0;
+    return 1;
+}
+
 /* BYTES: a decimal integer, optionally with a binary suffix K, M, G (or KiB, MiB, GiB). */
 static int parse_bytes(const char *s, uint64_t *out)
 {
@@ -114,30 +126,21 @@ int rs_cmd_compile(int argc, char **argv)
             out = v;
             continue;
         }
-        if (!strcmp(a, "--staging") || !strncmp(a, "--staging=", 10)) {
-            const char *v = a[9] == '=' ? a + 10 : (i + 1 < argc ? argv[++i] : NULL);
-            uint64_t b;
-            if (parse_bytes(v, &b) || b < 256) {
-                rc = bad_usage("--staging needs a byte count of at least 256 (e.g. 268435456 or 256M), not '%s'",
+        const char *v;
+        if (opt_value(a, "--staging", argc, argv, &i, &v) || opt_value(a, "--fanout-split", argc, argv, &i, &v)) {
+            int staging = a[2] == 's';
+            uint64_t b, min = staging ? 256 : 1;
+            if (parse_bytes(v, &b) || b < min) {
+                rc = bad_usage(staging ? "--staging needs a byte count of at least 256 (e.g. 268435456 or 256M), not '%s'"
+                                       : "--fanout-split needs a byte count of at least 1 (e.g. 1048576 or 1M), not '%s'",
                                v ? v : "");
                 goto done;
             }
-            po.staging_bytes = b;
+            if (staging) po.staging_bytes = b;
+            else po.fanout_split_min = b;
             continue;
         }
-        if (!strcmp(a, "--fanout-split") || !strncmp(a, "--fanout-split=", 15)) {
-            const char *v = a[14] == '=' ? a + 15 : (i + 1 < argc ? argv[++i] : NULL);
-            uint64_t b;
-            if (parse_bytes(v, &b) || b < 1) {
-                rc = bad_usage("--fanout-split needs a byte count of at least 1 (e.g. 1048576 or 1M), not '%s'",
-                               v ? v : "");
-                goto done;
-            }
-            po.fanout_split_min = b;
-            continue;
-        }
-        if (!strcmp(a, "--relays") || !strncmp(a, "--relays=", 9)) {
-            const char *v = a[8] == '=' ? a + 9 : (i + 1 < argc ? argv[++i] : NULL);
+        if (opt_value(a, "--relays", argc, argv, &i, &v)) {
             if (v && !strcmp(v, "auto")) po.relays = RS_RELAYS_AUTO;
             else if (v && !strcmp(v, "on")) po.relays = RS_RELAYS_ON;
             else if (v && !strcmp(v, "off")) po.relays = RS_RELAYS_OFF;
@@ -147,8 +150,7 @@ int rs_cmd_compile(int argc, char **argv)
             }
             continue;
         }
-        if (!strcmp(a, "--relay-fanout") || !strncmp(a, "--relay-fanout=", 15)) {
-            const char *v = a[14] == '=' ? a + 15 : (i + 1 < argc ? argv[++i] : NULL);
+        if (opt_value(a, "--relay-fanout", argc, argv, &i, &v)) {
             char *end = NULL;
             unsigned long n = v ? strtoul(v, &end, 10) : 0;
             if (!v || !*v || *end || n < 1 || n > 64 || v[0] == '-' || v[0] == '+') {

@@ -298,18 +298,31 @@ static void set_staging(pl_pop *p, int side, uint32_t item, uint64_t off, uint64
     memset(p->dl, 0, sizeof p->dl);
 }
 
-/* Round of byte `off` of flow f (its round table from fill_rounds). */
-static uint32_t flow_round(const pl_ctx *c, uint32_t f, uint64_t off)
+/* Index of flow f's round table entry holding byte `off` (rt_begin[f + 1] past the end). */
+static uint32_t rt_index(const pl_ctx *c, uint32_t f, uint64_t off)
 {
     uint32_t lo = c->rt_begin[f], hi = c->rt_begin[f + 1];
-    rs_assert(lo < hi);
-    uint32_t last = hi - 1;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
         if (c->rt_end[mid] <= off) lo = mid + 1;
         else hi = mid;
     }
-    return c->rt_round[lo <= last ? lo : last];
+    return lo;
+}
+
+/* Round of byte `off` of flow f (its round table from fill_rounds). */
+static uint32_t flow_round(const pl_ctx *c, uint32_t f, uint64_t off)
+{
+    rs_assert(c->rt_begin[f] < c->rt_begin[f + 1]);
+    uint32_t i = rt_index(c, f, off);
+    return c->rt_round[i < c->rt_begin[f + 1] ? i : c->rt_begin[f + 1] - 1];
+}
+
+/* End of the byte range of flow f's round table entry holding byte `off` (UINT64_MAX past the end). */
+static uint64_t flow_round_end(const pl_ctx *c, uint32_t f, uint64_t off)
+{
+    uint32_t i = rt_index(c, f, off);
+    return i < c->rt_begin[f + 1] ? c->rt_end[i] : UINT64_MAX;
 }
 
 typedef struct {
@@ -509,18 +522,6 @@ static const pl_bmap *bmap_cached(pl_ctx *c, uint32_t slot, uint32_t base, const
     if (pl_bmap_build(c->L, c->t->piece_begin + slot, lo, hi, m)) return NULL;
     *v = (uint64_t)(uintptr_t)m;
     return m;
-}
-
-/* End of the byte range of flow f's round table entry holding byte `off` (UINT64_MAX past the end). */
-static uint64_t flow_round_end(const pl_ctx *c, uint32_t f, uint64_t off)
-{
-    uint32_t lo = c->rt_begin[f], hi = c->rt_begin[f + 1];
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (c->rt_end[mid] <= off) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo < c->rt_begin[f + 1] ? c->rt_end[lo] : UINT64_MAX;
 }
 
 /* [lo, hi) in chunks of at most pm bytes (nearly equal sub-boxes along the outer dims), in order. */

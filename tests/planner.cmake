@@ -74,3 +74,14 @@ add_test(NAME planner_relay_stats_auto
 set_tests_properties(planner_relay_stats_chain planner_relay_stats_chain_off planner_relay_stats_tree
                      planner_relay_stats_fanout planner_relay_stats_plentiful_auto planner_relay_stats_plentiful_on
                      planner_relay_stats_auto PROPERTIES LABELS planner TIMEOUT 60)
+# Bad compile options: each a clear message, exit 2, and no output file written.
+add_test(NAME planner_compile_option_errors COMMAND sh -c "\
+  c=$<TARGET_FILE:reshardc>; l=${CMAKE_CURRENT_SOURCE_DIR}/golden/relay_chain.layout; rm -f o.plan; \
+  for a in '--staging 100' '--fanout-split 0' '--fanout-split=x' '--relays maybe' '--relays' '--relay-fanout 0' '--relay-fanout=65' '--relay-fanout 2x'; do \
+    $c $l -o o.plan $a 2>err; test $? = 2 || { echo \"$a: not exit 2\"; exit 1; }; \
+    grep -q \"^reshardc: --\" err || { echo \"$a: no message\"; cat err; exit 1; }; \
+    test ! -e o.plan || { echo \"$a: wrote a plan\"; exit 1; }; \
+  done; \
+  $c $l -o o.plan --relays=on --relay-fanout=2 --fanout-split=16K --staging=64K --quiet && test -s o.plan"
+  WORKING_DIRECTORY ${RS_RELAY_WORK})
+set_tests_properties(planner_compile_option_errors PROPERTIES LABELS planner TIMEOUT 60)

@@ -4,7 +4,8 @@
  * (into min(k, bytes / fanout_split_min) nearly equal boxes, each to the least-loaded receiver so far), and
  * each receiver forwards its share to the other k - 1 over NVLink.
  *
- * Relays (c->relay_heads < 1): the domains fed over the network are cut into groups; the first domain of
+ * Relays (c->relay_heads < 1): the domains fed over the network are cut into h = floor(share x count)
+ * groups of consecutive domains (sizes differing by at most one); the first domain of
  * a group (its head) is fed by the holders, every other one by a domain of its group that got the bytes
  * before it (chains, or trees of fan-out o->relay_fanout): the receiver of box q there sends box q on
  * from its destination buffer two rounds after each chunk arrived (the chunk is unpacked in the NVL step
@@ -123,16 +124,15 @@ int pl_route(pl_ctx *c, const pl_cell *cell)
         x->nrest = nrest;
     }
 
-    /* relay groups: h heads fed by the holders, groups of G consecutive domains */
-    uint32_t G = nnet ? nnet : 1, N = c->o->relay_fanout ? c->o->relay_fanout : 1;
+    /* relay groups: h heads fed by the holders; the nnet domains in h groups of consecutive domains, the
+     * first nnet % h of them one longer */
+    uint32_t h = nnet, N = c->o->relay_fanout ? c->o->relay_fanout : 1;
     if (nnet > 1 && c->relay_heads < 1) {
-        uint32_t h = (uint32_t)floor((double)nnet * c->relay_heads + 1e-9);
+        h = (uint32_t)floor((double)nnet * c->relay_heads + 1e-9);
         if (h < 1) h = 1;
-        if (h < nnet) G = (nnet + h - 1) / h;
-        else G = 1;
-    } else if (nnet > 1) {
-        G = 1;
+        if (h > nnet) h = nnet;
     }
+    uint32_t gbase = nnet / (h ? h : 1), grem = nnet % (h ? h : 1);
 
     for (uint32_t t = 0; t < nnet; t++) {
         netdom *x = &nb[t];
@@ -168,7 +168,7 @@ int pl_route(pl_ctx *c, const pl_cell *cell)
         x->nkrec = pl_alloc(&c->ar, m * sizeof *x->nkrec);
         x->kpm = pl_alloc(&c->ar, m * sizeof *x->kpm);
         /* the domain this one is relayed from, if any */
-        uint32_t gpos = t % G;
+        uint32_t gpos = t < grem * (gbase + 1) ? t % (gbase + 1) : (t - grem * (gbase + 1)) % gbase;
         const netdom *par = gpos ? &nb[t - gpos + (gpos - 1) / N] : NULL;
         int same = par && par->m == m;
         for (uint32_t q = 0; same && q < m; q++)

@@ -27,7 +27,7 @@ typedef struct {
                                   RS_RELAYS_OFF, RS_RELAYS_ON (every fragment needed by several domains over
                                   the network enters one of them from its holders and is relayed on), or
                                   RS_RELAYS_AUTO (default: on when the sources' NICs, not the destinations',
-                                  bound the layout by more than 1.25x; as many domains fed by holders as the
+                                  bound the layout by more than 1.02x; as many domains fed by holders as the
                                   sources' NICs keep at the destinations' pace) */
     uint32_t relay_fanout;     /* domains each relaying domain feeds: 1 (default) chains, 2 binary trees... */
 } rs_plan_opts;

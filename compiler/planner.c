@@ -228,9 +228,10 @@ void rs_plan_stats_free(rs_plan_stats *s)
 /* ---- driver ---- */
 
 /* Share of the network-fed domains of a fragment that its holders feed (1: no relays). Auto: when the
- * layout's bound without relays is more than 1.02x (and 1 ms) above the bound with them, the sources'
- * NICs can keep pace with the destinations' for bound / bound-without-relays of the domains; the others
- * are relayed (each relay hop adds two rounds of pipeline fill, which tiny layouts would not win back).
+ * layout's bound without relays is more than 1.02x, and more than two rounds, above the bound with them,
+ * the sources' NICs can keep pace with the destinations' for bound / bound-without-relays of the domains;
+ * the others are relayed (each relay hop adds two rounds of pipeline fill, which small layouts, a few
+ * rounds long, would not win back).
  * Every fragment is relayed alike, replicated ones included: a domain that gets some of its bytes by
  * relay and the rest from the holders would have the two arrive in the same rounds, since the rounds
  * are filled before relays are placed (DeepSeek-V3 on GB200, relaying only fragments with fewer holders
@@ -243,9 +244,13 @@ static double relay_heads(const rs_layout *L, const rs_plan_opts *o)
     rs_cost_params_default(&cp, &L->topo);
     rs_cost_bound b;
     char err[256];
-    if (rs_cost_lower_bound(L, &cp, &b, err, sizeof err) || !(b.bound_norelay_s > 1.02 * b.bound_s) ||
-        b.bound_norelay_s - b.bound_s < 1e-3)
+    if (rs_cost_lower_bound(L, &cp, &b, err, sizeof err) || !(b.bound_norelay_s > 1.02 * b.bound_s))
         return 1;
+    /* a relay hop delays the relayed domain by two rounds: a round moves at most half the staging, or
+     * all a busiest receiver needs, through its NIC */
+    double round_s = (double)o->staging_bytes / 2 / (cp.nic_gbps * 1e9 / 8);
+    if (round_s > b.bound_s) round_s = b.bound_s;
+    if (b.bound_norelay_s - b.bound_s < 2 * round_s) return 1;
     return b.bound_s / b.bound_norelay_s;
 }
 

@@ -71,9 +71,15 @@ add_test(NAME planner_relay_stats_plentiful_on   # the same layout relays when f
                  --relays on)
 add_test(NAME planner_relay_stats_auto
          COMMAND ${RS_RELAY_STATS} ${RS_RELAY_GOLD}/relay_auto.layout ${RS_RELAY_WORK}/auto.plan 786432)
+add_test(NAME planner_relay_stats_partial     # auto: 1 of 5 domains relayed (heads 4; groups 2, 1, 1, 1)
+         COMMAND ${RS_RELAY_STATS} ${RS_PLANNER_TEST_DIR}/relay_partial.layout ${RS_RELAY_WORK}/partial.plan 188743680
+                 --staging 8388608)
+add_test(NAME planner_relay_stats_partial_one_round  # auto: the gap is under two rounds
+         COMMAND ${RS_RELAY_STATS} ${RS_PLANNER_TEST_DIR}/relay_partial.layout ${RS_RELAY_WORK}/partial1.plan 0)
 set_tests_properties(planner_relay_stats_chain planner_relay_stats_chain_off planner_relay_stats_tree
                      planner_relay_stats_fanout planner_relay_stats_plentiful_auto planner_relay_stats_plentiful_on
-                     planner_relay_stats_auto PROPERTIES LABELS planner TIMEOUT 60)
+                     planner_relay_stats_auto planner_relay_stats_partial planner_relay_stats_partial_one_round
+                     PROPERTIES LABELS planner TIMEOUT 60)
 # Bad compile options: each a clear message, exit 2, and no output file written.
 add_test(NAME planner_compile_option_errors COMMAND sh -c "\
   c=$<TARGET_FILE:reshardc>; l=${CMAKE_CURRENT_SOURCE_DIR}/golden/relay_chain.layout; rm -f o.plan; \

@@ -228,7 +228,8 @@ void rs_plan_stats_free(rs_plan_stats *s)
 /* ---- driver ---- */
 
 /* Share of the network-fed domains of a fragment that its holders feed (1: no relays). Auto: when the
- * layout's bound without relays is more than 1.02x, and more than two rounds, above the bound with them,
+ * layout's bound without relays is more than 1.02x, more than two rounds and more than 1 ms (message
+ * latencies) above the bound with them,
  * the sources' NICs can keep pace with the destinations' for bound / bound-without-relays of the domains;
  * the others are relayed (each relay hop adds two rounds of pipeline fill, which small layouts, a few
  * rounds long, would not win back).
@@ -250,7 +251,7 @@ static double relay_heads(const rs_layout *L, const rs_plan_opts *o)
      * all a busiest receiver needs, through its NIC */
     double round_s = (double)o->staging_bytes / 2 / (cp.nic_gbps * 1e9 / 8);
     if (round_s > b.bound_s) round_s = b.bound_s;
-    if (b.bound_norelay_s - b.bound_s < 2 * round_s) return 1;
+    if (b.bound_norelay_s - b.bound_s < 2 * round_s || b.bound_norelay_s - b.bound_s < 1e-3) return 1;
     return b.bound_s / b.bound_norelay_s;
 }
 

@@ -96,6 +96,7 @@ typedef struct {
     vpiece *vp;
     uint32_t nvp;
     rs_vec(int64_t) dv; /* the pieces' per-dimension numbers */
+    uint8_t *reads_dst; /* [world]: the rank reads destination bindings (relays) */
     uint32_t *vp_index;
     vbind **vb; /* [world][nbindings] */
     /* staging content */
@@ -413,33 +414,39 @@ static uint64_t dbytes(const rs_desc *d)
     return n;
 }
 
-/* Fold dims whose stride equals the span inside them, drop unit dims: the canonical form. */
+/* Fold dims whose stride equals the span inside them, drop unit dims: the canonical form. In place (it
+ * runs once per delivery: no copies when there is nothing to change). */
 static void dnorm(rs_desc *d)
 {
-    uint64_t cnt[RS_DESC_MAX_DIMS + 2], str[RS_DESC_MAX_DIMS + 2];
-    uint32_t k = 0;
-    for (uint32_t i = 0; i < d->ndim; i++) {
-        if (d->count[i] == 1 && i + 1 < d->ndim) continue;
-        cnt[k] = d->count[i];
-        str[k] = d->stride[i];
+    uint32_t k = 0, n = d->ndim;
+    for (uint32_t i = 0; i < n; i++) {
+        if (d->count[i] == 1 && i + 1 < n) continue;
+        if (k != i) {
+            d->count[k] = d->count[i];
+            d->stride[k] = d->stride[i];
+        }
         k++;
     }
     uint32_t w = k;
     for (int i = (int)w - 2; i >= 0; i--) {
-        if (str[i] == cnt[i + 1] * str[i + 1]) {
-            cnt[i + 1] *= cnt[i];
+        if (d->stride[i] == d->count[i + 1] * d->stride[i + 1]) {
+            d->count[i + 1] *= d->count[i];
             for (uint32_t j = (uint32_t)i; j + 1 < w; j++) {
-                cnt[j] = cnt[j + 1];
-                str[j] = str[j + 1];
+                d->count[j] = d->count[j + 1];
+                d->stride[j] = d->stride[j + 1];
             }
             w--;
         }
     }
     d->ndim = w;
-    for (uint32_t i = 0; i < w; i++) {
-        d->count[i] = cnt[i];
-        d->stride[i] = str[i];
-    }
+}
+
+static int desc_eq(const rs_desc *x, const rs_desc *y)
+{
+    if (x->ndim != y->ndim || x->offset != y->offset) return 0;
+    for (uint32_t i = 0; i < x->ndim; i++)
+        if (x->count[i] != y->count[i] || x->stride[i] != y->stride[i]) return 0;
+    return 1;
 }
 
 /* Stream range [u, u + n) of d as a list of descs (appended to out). */
@@ -886,6 +893,7 @@ static int check_delivery(vctx *c, uint32_t drank, const vseg_vec *ld, uint64_t 
         }
         rs_desc one;
         if (ce->ok && dslice1(&ce->td, p->pos, p->len, &one)) {
+            dnorm(&one);
             c->ls.n = 0;
             vseg sg = {ce->vp, p->len, one};
             rs_vec_push(&c->ls, sg);
@@ -919,18 +927,21 @@ static int check_delivery(vctx *c, uint32_t drank, const vseg_vec *ld, uint64_t 
             if (want == b_end) jpos = b_end, j++;
             continue;
         }
+        /* the two slices as single descs in canonical form (whole segments are canonical already: from
+         * affine, or normalized below): equal descs, the same stream */
         rs_desc x1, y1;
-        if (dslice1(&a->td, want - pos, stop - want, &x1) && dslice1(&b->td, want - jpos, stop - want, &y1)) {
-            dnorm(&x1);
-            dnorm(&y1);
-            if (x1.ndim == y1.ndim && x1.offset == y1.offset &&
-                !memcmp(x1.count, y1.count, x1.ndim * sizeof x1.count[0]) &&
-                !memcmp(x1.stride, y1.stride, x1.ndim * sizeof x1.stride[0])) {
-                want = stop;
-                if (want == a_end) pos = a_end, i++;
-                if (want == b_end) jpos = b_end, j++;
-                continue;
-            }
+        const rs_desc *xs = &x1, *ys = &y1;
+        int ok1 = 1;
+        if (want == pos && stop == a_end) xs = &a->td;
+        else if ((ok1 = dslice1(&a->td, want - pos, stop - want, &x1))) dnorm(&x1);
+        if (!ok1) {
+        } else if (want == jpos && stop == b_end) ys = &b->td;
+        else if ((ok1 = dslice1(&b->td, want - jpos, stop - want, &y1))) dnorm(&y1);
+        if (ok1 && desc_eq(xs, ys)) {
+            want = stop;
+            if (want == a_end) pos = a_end, i++;
+            if (want == b_end) jpos = b_end, j++;
+            continue;
         }
         desc_vec x = {0}, y = {0};
         dslice(&a->td, want - pos, stop - want, &x);
@@ -1152,6 +1163,7 @@ static void free_all(vctx *c, vglob *g)
     }
     free(c->npages);
     free(c->pgshift);
+    free(c->reads_dst);
     free(c->dcache);
     rs_vec_free(&c->slice_a);
     rs_vec_free(&c->slice_b);
@@ -1168,12 +1180,6 @@ static void free_all(vctx *c, vglob *g)
     free(g->rank_of);
 }
 
-static uint32_t loc_es(const vctx *c, uint32_t rank, uint32_t loc)
-{
-    if (loc == RS_LOC_STAGING) return 1;
-    return (uint32_t)rs_dtype_size(c->L->buffers[c->P->ranks[rank].bindings[loc].buffer].dtype);
-}
-
 static int loc_is_dst(const vctx *c, uint32_t rank, uint32_t loc)
 {
     return loc != RS_LOC_STAGING && c->L->buffers[c->P->ranks[rank].bindings[loc].buffer].side == RS_DST;
@@ -1183,32 +1189,52 @@ static int loc_is_dst(const vctx *c, uint32_t rank, uint32_t loc)
  * buffers (relays) are checked by check_relays. */
 static int check_alignment(vctx *c)
 {
-    for (uint32_t r = 0; r < c->world; r++) {
+    /* per binding of the rank: element bytes, and 0x80 when it is a destination binding */
+    rs_vec(uint8_t) bk = {0};
+    int rc = 0;
+    c->reads_dst = rs_xcalloc(c->world + 1, 1);
+    for (uint32_t r = 0; r < c->world && !rc; r++) {
         const rs_rank_prog *g = &c->P->ranks[r];
-        for (uint32_t s = 0; s < g->nsteps; s++)
+        bk.n = 0;
+        rs_vec_reserve(&bk, g->nbindings);
+        for (uint32_t i = 0; i < g->nbindings; i++) {
+            const rs_buffer *b = &c->L->buffers[g->bindings[i].buffer];
+            bk.v[i] = (uint8_t)(rs_dtype_size(b->dtype) | (b->side == RS_DST ? 0x80 : 0));
+        }
+#define ES_OF(loc) ((loc) == RS_LOC_STAGING ? 1u : (uint32_t)(bk.v[loc] & 0x7f))
+#define IS_DST(loc) ((loc) != RS_LOC_STAGING && (bk.v[loc] & 0x80))
+        for (uint32_t s = 0; s < g->nsteps && !rc; s++)
             for (uint32_t k = 0; k < g->steps[s].nops; k++) {
                 uint32_t oi = g->steps[s].op_begin + k;
                 const rs_op *o = &g->ops[oi];
                 c->cur_rank = r, c->cur_step = s, c->cur_op = oi;
                 char w[160];
                 if (o->code == RS_OP_SEND || o->code == RS_OP_RECV) {
-                    uint32_t es = loc_es(c, r, o->loc);
-                    if (o->off % es || o->bytes % es)
-                        return vfail(c, "%s: buffer range not made of whole elements", op_where(c, w, sizeof w));
+                    uint32_t es = ES_OF(o->loc);
+                    if (o->off % es || o->bytes % es) {
+                        rc = vfail(c, "%s: buffer range not made of whole elements", op_where(c, w, sizeof w));
+                        break;
+                    }
+                    if (o->code == RS_OP_SEND && o->bytes && IS_DST(o->loc)) c->reads_dst[r] = 1;
                     continue;
                 }
-                for (int side = 0; side < 2; side++) {
+                for (int side = 0; side < 2 && !rc; side++) {
                     const rs_desc *d = &g->descs[side ? o->dst : o->src];
                     if (d->loc == RS_LOC_STAGING) continue;
-                    uint32_t es = loc_es(c, r, d->loc);
+                    uint32_t es = ES_OF(d->loc);
                     int bad = d->offset % es || d->count[d->ndim - 1] % es;
                     for (uint32_t i = 0; i + 1 < d->ndim; i++)
                         if (d->stride[i] % es) bad = 1;
-                    if (bad) return vfail(c, "%s: buffer region not made of whole elements", op_where(c, w, sizeof w));
+                    if (bad) rc = vfail(c, "%s: buffer region not made of whole elements", op_where(c, w, sizeof w));
+                    if (!side && (o->code == RS_OP_PACK || o->code == RS_OP_COPY) && IS_DST(d->loc)) c->reads_dst[r] = 1;
                 }
+                if (rc) break;
             }
+#undef ES_OF
+#undef IS_DST
     }
-    return 0;
+    rs_vec_free(&bk);
+    return rc;
 }
 
 /* The order that sorts keys[0..n) stably: an LSD radix sort over the keys' `bits` low bits, in as few passes
@@ -1713,6 +1739,7 @@ static int check_relays(vctx *c)
     int rc = 0;
     for (uint32_t r = 0; r < c->world && !rc; r++) {
         const rs_rank_prog *g = &c->P->ranks[r];
+        if (!c->reads_dst[r]) continue; /* (found by check_alignment) */
         /* the destination bindings this rank reads */
         uint8_t *rd = NULL;
         for (uint32_t oi = 0; oi < g->nops; oi++) {

@@ -206,7 +206,7 @@ static void vp_build(vctx *c, vpiece *v)
     /* appended to the pool (which may move: blo.. are not used below) */
     v->nf = (uint8_t)nf;
     v->fdim = (uint32_t)c->dv.n;
-    rs_vec_reserve(&c->dv, 3 * nf);
+    rs_vec_reserve(&c->dv, 3 * nf + 1);
     memcpy(c->dv.v + c->dv.n, frad, nf * sizeof *frad);
     memcpy(c->dv.v + c->dv.n + nf, fphi, nf * sizeof *fphi);
     memcpy(c->dv.v + c->dv.n + 2 * nf, ftau, nf * sizeof *ftau);
@@ -299,7 +299,7 @@ static int build_pieces(vctx *c)
                 if (x->ndim != v.bnd) BP_FAIL("rank %u: binding of '%s' has the wrong rank", rank, b->name);
                 if (c->dv.n > UINT32_MAX - 8 * VND) BP_FAIL("layout too large to verify");
                 v.dim = (uint32_t)c->dv.n;
-                rs_vec_reserve(&c->dv, 2 * (size_t)v.nd + 3 * (size_t)v.bnd);
+                rs_vec_reserve(&c->dv, 2 * (size_t)v.nd + 3 * (size_t)v.bnd + 1); /* (+1: never NULL) */
                 c->dv.n += 2 * (size_t)v.nd + 3 * (size_t)v.bnd;
                 memcpy(V_BLO(c, &v), lo, v.nd * sizeof lo[0]);
                 memcpy(V_BHI(c, &v), hi, v.nd * sizeof hi[0]);
@@ -2244,6 +2244,33 @@ static int vbox_cmp(const void *x, const void *y)
     return a->lo[0] < b->lo[0] ? -1 : a->lo[0] > b->lo[0];
 }
 
+/* Sort boxes as vbox_cmp does (stably): a radix sort by (piece, start in dim 0) when that fits 64 bits. */
+static void vbox_sort(vbox_vec *B)
+{
+    size_t n = B->n;
+    uint64_t maxlo = 0;
+    uint32_t maxvp = 0;
+    int neg = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (B->v[i].lo[0] < 0) neg = 1;
+        else if ((uint64_t)B->v[i].lo[0] > maxlo) maxlo = (uint64_t)B->v[i].lo[0];
+        if (B->v[i].vp > maxvp) maxvp = B->v[i].vp;
+    }
+    unsigned lbits = 0, vbits = 0;
+    while (lbits < 64 && (maxlo >> lbits)) lbits++;
+    while (vbits < 32 && (maxvp >> vbits)) vbits++;
+    if (neg || lbits + vbits > 64) {
+        qsort(B->v, n, sizeof *B->v, vbox_cmp);
+        return;
+    }
+    uint64_t *keys = rs_xmalloc((n + 1) * sizeof *keys);
+    for (size_t i = 0; i < n; i++) keys[i] = (vbits ? (uint64_t)B->v[i].vp << lbits : 0) | (uint64_t)B->v[i].lo[0];
+    size_t *ord = radix_order(keys, n, lbits + vbits);
+    permute(B->v, n, sizeof *B->v, ord);
+    free(ord);
+    free(keys);
+}
+
 static int coverage(vctx *c)
 {
     vbox_vec boxes = {0};
@@ -2279,7 +2306,7 @@ static int coverage(vctx *c)
         int sorted = 1;
         for (size_t i = 1; i < boxes.n && sorted; i++)
             if (vbox_cmp(&boxes.v[i - 1], &boxes.v[i]) > 0) sorted = 0;
-        if (!sorted) qsort(boxes.v, boxes.n, sizeof *boxes.v, vbox_cmp);
+        if (!sorted) vbox_sort(&boxes);
         /* per piece: disjoint, and the volumes add up to the block */
         for (size_t i = 0; i < boxes.n && !rc;) {
             size_t j = i;

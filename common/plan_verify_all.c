@@ -22,30 +22,34 @@ typedef rs_vec(rs_desc) desc_vec;
 
 /* ---- pieces as seen from a binding ---- */
 
+/* A piece as seen from one (rank, binding) (hundreds of thousands on a large plan, so kept small): its
+ * per-dimension numbers live in the context's pool dv, from `dim` on: the block blo[nd], bhi[nd] (tensor
+ * coords), the box in the buffer box_lo[bnd], box_hi[bnd] and the buffer strides bstride[bnd] (elements);
+ * once built, from `fdim` on, the common refinement F of block and box shapes, outer to inner: radices
+ * frad[nf], buffer strides fphi[nf] and tensor linear strides ftau[nf] (elements). */
 typedef struct {
-    uint32_t piece, tensor, es, rank;
-    int64_t blo[VND], bhi[VND]; /* block, tensor coords */
-    uint64_t volume;            /* elements */
-    /* box in the buffer, element units */
-    uint32_t bnd;
-    int64_t box_lo[VND], box_hi[VND];
-    uint64_t bstride[VND]; /* buffer strides, elements */
-    uint64_t box_off;      /* element offset of the box origin */
-    int built, noref;
-    /* common refinement F of block and box shapes, outer to inner */
-    uint32_t nf;
-    int64_t frad[VNF];
-    uint64_t fphi[VNF]; /* buffer stride, elements */
-    uint64_t ftau[VNF]; /* tensor linear stride, elements */
-    uint64_t T0;        /* tensor linear index of the block origin */
-    /* no refinement: row runs */
-    int64_t A[VND];
-    uint64_t Tstr[VND];
-    uint32_t nd;
+    uint32_t piece, tensor, rank;
+    uint32_t dim, fdim; /* into dv */
+    uint8_t es, nd, bnd, nf;
+    uint8_t built, noref; /* noref: no common refinement (mapped by row runs) */
+    uint64_t volume;      /* elements */
+    uint64_t box_off;     /* element offset of the box origin */
+    uint64_t T0;          /* tensor linear index of the block origin (once built) */
 } vpiece;
+#define V_BLO(C, P) ((C)->dv.v + (P)->dim)
+#define V_BHI(C, P) ((C)->dv.v + (P)->dim + (P)->nd)
+#define V_BOXLO(C, P) ((C)->dv.v + (P)->dim + 2 * (P)->nd)
+#define V_BOXHI(C, P) ((C)->dv.v + (P)->dim + 2 * (P)->nd + (P)->bnd)
+#define V_BSTR(C, P) ((C)->dv.v + (P)->dim + 2 * (P)->nd + 2 * (P)->bnd)
+#define V_FRAD(C, P) ((C)->dv.v + (P)->fdim)
+#define V_FPHI(C, P) ((C)->dv.v + (P)->fdim + (P)->nf)
+#define V_FTAU(C, P) ((C)->dv.v + (P)->fdim + 2 * (P)->nf)
 
 typedef struct {
     uint32_t begin, n; /* into vp_index */
+    uint8_t es;        /* element bytes */
+    uint8_t whole;     /* one piece, whose box is the whole binding (of nel elements, ndim >= 1) */
+    uint64_t nel;
 } vbind;
 
 /* a decomposed stream segment: len bytes of piece `vp` at tensor byte addresses td */
@@ -56,10 +60,11 @@ typedef struct {
 } vseg;
 typedef rs_vec(vseg) vseg_vec;
 
-/* staging content, per rank in pages of 1 MiB: each page keeps, sorted by start, the byte ranges of it
- * that hold data: bytes [start, start + len) hold the stream of desc d (over binding loc of rank src)
- * from position pos (d == NULL: the bytes of the binding from offset pos). */
-#define PG_SHIFT 20     /* 1 MiB pages, larger when a rank's staging would need more than PG_MAX pages */
+/* staging content, per rank in pages of 16 MiB (a message touches fewer pages than with 1 MiB ones: 20%
+ * faster on DeepSeek-V3): each page keeps, sorted by start, the byte ranges of it that hold data: bytes
+ * [start, start + len) hold the stream of desc d (over binding loc of rank src) from position pos (d ==
+ * NULL: the bytes of the binding from offset pos). */
+#define PG_SHIFT 24 /* 16 MiB pages, larger when a rank's staging would need more than PG_MAX pages */
 #define PG_MAX 65536
 #define RUNS_MAX (1ull << 31) /* byte runs the data check follows at most (a hostile plan gets an error) */
 #define STEP_RUNS_MAX (1ull << 24)
@@ -90,6 +95,8 @@ typedef struct {
     /* pieces per (rank, binding) */
     vpiece *vp;
     uint32_t nvp;
+    rs_vec(int64_t) dv; /* the pieces' per-dimension numbers */
+    uint8_t *reads_dst; /* [world]: the rank reads destination bindings (relays) */
     uint32_t *vp_index;
     vbind **vb; /* [world][nbindings] */
     /* staging content */
@@ -139,39 +146,43 @@ static const char *op_where(vctx *c, char *buf, size_t n)
 
 /* ---- layout pieces per binding ---- */
 
-static int cmp_i64(const void *a, const void *b)
+/* tensor linear strides (elements) of the piece's tensor: tstr[d] for dim d, tstr[nd] = 1 */
+static void tensor_strides(const vctx *c, const vpiece *v, uint64_t *tstr)
 {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
+    const rs_tensor *t = &c->L->tensors[v->tensor];
+    uint32_t nd = t->ndim;
+    tstr[nd] = 1;
+    for (int d = (int)nd - 1; d >= 0; d--) tstr[d] = tstr[d + 1] * (uint64_t)t->shape[d];
 }
 
 static void vp_build(vctx *c, vpiece *v)
 {
-    const rs_layout *L = c->L;
-    const rs_piece *p = &L->pieces[v->piece];
-    const rs_tensor *t = &L->tensors[p->tensor];
-    uint32_t nd = t->ndim;
+    uint32_t nd = v->nd, bnd = v->bnd;
+    const int64_t *blo = V_BLO(c, v), *bhi = V_BHI(c, v), *box_lo = V_BOXLO(c, v), *box_hi = V_BOXHI(c, v),
+                  *bstride = V_BSTR(c, v);
     v->built = 1;
-    v->nd = nd;
     int64_t A[VND], SA[VND + 1], SB[VND + 1];
     uint64_t tstr[VND + 1];
-    tstr[nd] = 1;
-    for (int d = (int)nd - 1; d >= 0; d--) tstr[d] = tstr[d + 1] * (uint64_t)t->shape[d];
+    tensor_strides(c, v, tstr);
     v->T0 = 0;
     for (uint32_t d = 0; d < nd; d++) {
-        A[d] = v->A[d] = v->bhi[d] - v->blo[d];
-        v->Tstr[d] = tstr[d + 1];
-        v->T0 += (uint64_t)v->blo[d] * tstr[d + 1];
+        A[d] = bhi[d] - blo[d];
+        v->T0 += (uint64_t)blo[d] * tstr[d + 1];
     }
     SA[nd] = 1;
     for (int d = (int)nd - 1; d >= 0; d--) SA[d] = SA[d + 1] * A[d];
-    SB[v->bnd] = 1;
-    for (int d = (int)v->bnd - 1; d >= 0; d--) SB[d] = SB[d + 1] * (v->box_hi[d] - v->box_lo[d]);
+    SB[bnd] = 1;
+    for (int d = (int)bnd - 1; d >= 0; d--) SB[d] = SB[d + 1] * (box_hi[d] - box_lo[d]);
     int64_t vals[2 * VND + 2];
     uint32_t n = 0;
     for (uint32_t d = 0; d <= nd; d++) vals[n++] = SA[d];
-    for (uint32_t d = 0; d <= v->bnd; d++) vals[n++] = SB[d];
-    qsort(vals, n, sizeof vals[0], cmp_i64);
+    for (uint32_t d = 0; d <= bnd; d++) vals[n++] = SB[d];
+    for (uint32_t i = 1; i < n; i++) /* insertion sort: a few values */
+        for (uint32_t j = i; j > 0 && vals[j - 1] > vals[j]; j--) {
+            int64_t t = vals[j];
+            vals[j] = vals[j - 1];
+            vals[j - 1] = t;
+        }
     uint32_t u = 0;
     for (uint32_t i = 0; i < n; i++)
         if (!u || vals[u - 1] != vals[i]) vals[u++] = vals[i];
@@ -180,17 +191,26 @@ static void vp_build(vctx *c, vpiece *v)
             v->noref = 1;
             return;
         }
-    v->nf = 0;
+    int64_t frad[VNF], fphi[VNF], ftau[VNF];
+    uint32_t nf = 0;
     for (int i = (int)u - 2; i >= 0; i--) {
         int64_t w = vals[i];
         uint32_t d = 0, j = 0;
         while (!(SA[d + 1] <= w && w < SA[d])) d++;
         while (!(SB[j + 1] <= w && w < SB[j])) j++;
-        v->frad[v->nf] = vals[i + 1] / w;
-        v->ftau[v->nf] = (uint64_t)(w / SA[d + 1]) * tstr[d + 1];
-        v->fphi[v->nf] = (uint64_t)(w / SB[j + 1]) * v->bstride[j];
-        v->nf++;
+        frad[nf] = vals[i + 1] / w;
+        ftau[nf] = (int64_t)((uint64_t)(w / SA[d + 1]) * tstr[d + 1]);
+        fphi[nf] = (int64_t)((uint64_t)(w / SB[j + 1]) * (uint64_t)bstride[j]);
+        nf++;
     }
+    /* appended to the pool (which may move: blo.. are not used below) */
+    v->nf = (uint8_t)nf;
+    v->fdim = (uint32_t)c->dv.n;
+    rs_vec_reserve(&c->dv, 3 * nf + 1);
+    memcpy(c->dv.v + c->dv.n, frad, nf * sizeof *frad);
+    memcpy(c->dv.v + c->dv.n + nf, fphi, nf * sizeof *fphi);
+    memcpy(c->dv.v + c->dv.n + 2 * nf, ftau, nf * sizeof *ftau);
+    c->dv.n += 3 * nf;
 }
 
 typedef struct {
@@ -270,34 +290,40 @@ static int build_pieces(vctx *c)
                 memset(&v, 0, sizeof v);
                 v.piece = pi;
                 v.tensor = p->tensor;
-                v.es = es;
+                v.es = (uint8_t)es;
                 v.rank = rank;
                 v.volume = (uint64_t)n;
-                memcpy(v.blo, lo, sizeof lo);
-                memcpy(v.bhi, hi, sizeof hi);
+                v.nd = (uint8_t)t->ndim;
                 const rs_binding *x = &g->bindings[loc];
-                v.bnd = b->ndim ? b->ndim : t->ndim;
+                v.bnd = (uint8_t)(b->ndim ? b->ndim : t->ndim);
                 if (x->ndim != v.bnd) BP_FAIL("rank %u: binding of '%s' has the wrong rank", rank, b->name);
+                if (c->dv.n > UINT32_MAX - 8 * VND) BP_FAIL("layout too large to verify");
+                v.dim = (uint32_t)c->dv.n;
+                rs_vec_reserve(&c->dv, 2 * (size_t)v.nd + 3 * (size_t)v.bnd + 1); /* (+1: never NULL) */
+                c->dv.n += 2 * (size_t)v.nd + 3 * (size_t)v.bnd;
+                memcpy(V_BLO(c, &v), lo, v.nd * sizeof lo[0]);
+                memcpy(V_BHI(c, &v), hi, v.nd * sizeof hi[0]);
+                int64_t *box_lo = V_BOXLO(c, &v), *box_hi = V_BOXHI(c, &v), *bstride = V_BSTR(c, &v);
                 uint64_t s = 1;
                 for (int d = (int)v.bnd - 1; d >= 0; d--) {
-                    v.bstride[d] = s;
+                    bstride[d] = (int64_t)s;
                     s *= (uint64_t)x->shape[d];
                 }
                 v.box_off = 0;
                 for (uint32_t d = 0; d < v.bnd; d++) {
                     if (b->ndim == 0) {
-                        v.box_lo[d] = 0;
-                        v.box_hi[d] = hi[d] - lo[d];
-                        if (x->shape[d] != v.box_hi[d])
+                        box_lo[d] = 0;
+                        box_hi[d] = hi[d] - lo[d];
+                        if (x->shape[d] != box_hi[d])
                             BP_FAIL("rank %u: binding of '%s' does not have the block's shape", rank, b->name);
                     } else {
-                        v.box_lo[d] = p->box == RS_NONE ? 0 : L->i64[p->box + d];
-                        v.box_hi[d] = p->box == RS_NONE ? b->shape[d] : L->i64[p->box + b->ndim + d];
+                        box_lo[d] = p->box == RS_NONE ? 0 : L->i64[p->box + d];
+                        box_hi[d] = p->box == RS_NONE ? b->shape[d] : L->i64[p->box + b->ndim + d];
                     }
-                    v.box_off += (uint64_t)v.box_lo[d] * v.bstride[d];
+                    v.box_off += (uint64_t)box_lo[d] * (uint64_t)bstride[d];
                 }
                 uint64_t bv = 1;
-                for (uint32_t d = 0; d < v.bnd; d++) bv *= (uint64_t)(v.box_hi[d] - v.box_lo[d]);
+                for (uint32_t d = 0; d < v.bnd; d++) bv *= (uint64_t)(box_hi[d] - box_lo[d]);
                 if (bv != v.volume)
                     BP_FAIL("tensor '%s': a block of %llu elements does not fill its box of %llu in '%s'",
                                  t->name, (unsigned long long)v.volume, (unsigned long long)bv, b->name);
@@ -329,6 +355,25 @@ out:
         b->n++;
     }
     rs_vec_free(&recs);
+    for (uint32_t r = 0; r < c->world; r++) {
+        const rs_rank_prog *g = &c->P->ranks[r];
+        for (uint32_t i = 0; i < g->nbindings; i++) {
+            vbind *b = &c->vb[r][i];
+            const rs_binding *x = &g->bindings[i];
+            b->es = (uint8_t)rs_dtype_size(L->buffers[x->buffer].dtype);
+            if (b->n != 1 || x->ndim == 0) continue;
+            const vpiece *v = &c->vp[c->vp_index[b->begin]];
+            const int64_t *box_lo = V_BOXLO(c, v), *box_hi = V_BOXHI(c, v);
+            uint64_t nel = 1;
+            int whole = 1;
+            for (uint32_t d = 0; d < x->ndim && whole; d++) {
+                if (box_lo[d] != 0 || box_hi[d] != x->shape[d] || rs_umul_ovf(nel, (uint64_t)x->shape[d], &nel))
+                    whole = 0;
+            }
+            b->whole = (uint8_t)whole;
+            b->nel = nel;
+        }
+    }
     return 0;
 #undef BP_FAIL
 }
@@ -337,9 +382,9 @@ out:
 static uint32_t find_piece(vctx *c, uint32_t rank, uint32_t loc, uint64_t e, int64_t *idx)
 {
     const vbind *b = &c->vb[rank][loc];
+    if (b->whole) return e < b->nel ? c->vp_index[b->begin] : RS_NONE; /* (no element index needed) */
     const rs_binding *x = &c->P->ranks[rank].bindings[loc];
     if (!b->n) return RS_NONE;
-    const vpiece *v0 = &c->vp[c->vp_index[b->begin]];
     uint64_t rem = e;
     for (int d = (int)x->ndim - 1; d >= 0; d--) {
         uint64_t s = (uint64_t)x->shape[d];
@@ -349,12 +394,12 @@ static uint32_t find_piece(vctx *c, uint32_t rank, uint32_t loc, uint64_t e, int
             rem = s ? rem / s : 0;
         }
     }
-    (void)v0;
     for (uint32_t i = 0; i < b->n; i++) {
         const vpiece *v = &c->vp[c->vp_index[b->begin + i]];
+        const int64_t *box_lo = V_BOXLO(c, v), *box_hi = V_BOXHI(c, v);
         int in = 1;
         for (uint32_t d = 0; d < v->bnd && in; d++)
-            if (idx[d] < v->box_lo[d] || idx[d] >= v->box_hi[d]) in = 0;
+            if (idx[d] < box_lo[d] || idx[d] >= box_hi[d]) in = 0;
         if (in) return c->vp_index[b->begin + i];
     }
     return RS_NONE;
@@ -369,33 +414,39 @@ static uint64_t dbytes(const rs_desc *d)
     return n;
 }
 
-/* Fold dims whose stride equals the span inside them, drop unit dims: the canonical form. */
+/* Fold dims whose stride equals the span inside them, drop unit dims: the canonical form. In place (it
+ * runs once per delivery: no copies when there is nothing to change). */
 static void dnorm(rs_desc *d)
 {
-    uint64_t cnt[RS_DESC_MAX_DIMS + 2], str[RS_DESC_MAX_DIMS + 2];
-    uint32_t k = 0;
-    for (uint32_t i = 0; i < d->ndim; i++) {
-        if (d->count[i] == 1 && i + 1 < d->ndim) continue;
-        cnt[k] = d->count[i];
-        str[k] = d->stride[i];
+    uint32_t k = 0, n = d->ndim;
+    for (uint32_t i = 0; i < n; i++) {
+        if (d->count[i] == 1 && i + 1 < n) continue;
+        if (k != i) {
+            d->count[k] = d->count[i];
+            d->stride[k] = d->stride[i];
+        }
         k++;
     }
     uint32_t w = k;
     for (int i = (int)w - 2; i >= 0; i--) {
-        if (str[i] == cnt[i + 1] * str[i + 1]) {
-            cnt[i + 1] *= cnt[i];
+        if (d->stride[i] == d->count[i + 1] * d->stride[i + 1]) {
+            d->count[i + 1] *= d->count[i];
             for (uint32_t j = (uint32_t)i; j + 1 < w; j++) {
-                cnt[j] = cnt[j + 1];
-                str[j] = str[j + 1];
+                d->count[j] = d->count[j + 1];
+                d->stride[j] = d->stride[j + 1];
             }
             w--;
         }
     }
     d->ndim = w;
-    for (uint32_t i = 0; i < w; i++) {
-        d->count[i] = cnt[i];
-        d->stride[i] = str[i];
-    }
+}
+
+static int desc_eq(const rs_desc *x, const rs_desc *y)
+{
+    if (x->ndim != y->ndim || x->offset != y->offset) return 0;
+    for (uint32_t i = 0; i < x->ndim; i++)
+        if (x->count[i] != y->count[i] || x->stride[i] != y->stride[i]) return 0;
+    return 1;
 }
 
 /* Stream range [u, u + n) of d as a list of descs (appended to out). */
@@ -496,33 +547,38 @@ static int dslice1(const rs_desc *d, uint64_t u, uint64_t n, rs_desc *e)
 /* ---- mapping binding regions to tensor elements ---- */
 
 /* Try e (element units, innermost stride 1) as one affine image inside piece v; writes td (bytes). */
-static int affine(const vpiece *v, const rs_desc *e, uint64_t rel, rs_desc *td)
+static int affine(const vctx *c, const vpiece *v, const rs_desc *e, uint64_t rel, rs_desc *td)
 {
     if (v->noref) {
         if (e->ndim != 1) return 0;
+        const int64_t *box_lo = V_BOXLO(c, v), *box_hi = V_BOXHI(c, v), *bstride = V_BSTR(c, v),
+                      *blo = V_BLO(c, v), *bhi = V_BHI(c, v);
+        uint64_t tstr[VND + 1];
+        tensor_strides(c, v, tstr);
         /* box-linear index of rel, inside one box row and one block row */
         uint64_t l = 0, mul = 1, r2 = rel;
         int64_t bi[VND];
         for (int d = (int)v->bnd - 1; d >= 0; d--) {
-            uint64_t s = d ? v->bstride[d - 1] / v->bstride[d] : 0;
+            uint64_t s = d ? (uint64_t)(bstride[d - 1] / bstride[d]) : 0;
             bi[d] = d ? (int64_t)(r2 % s) : (int64_t)r2;
             if (d) r2 /= s;
         }
         for (int d = (int)v->bnd - 1; d >= 0; d--) {
-            int64_t ext = v->box_hi[d] - v->box_lo[d];
+            int64_t ext = box_hi[d] - box_lo[d];
             if (bi[d] < 0 || bi[d] >= ext) return 0;
             l += (uint64_t)bi[d] * mul;
             mul *= (uint64_t)ext;
         }
         uint64_t n = e->count[0];
-        uint64_t bl = (uint64_t)(v->box_hi[v->bnd - 1] - v->box_lo[v->bnd - 1]);
-        uint64_t al = v->nd ? (uint64_t)v->A[v->nd - 1] : 1;
+        uint64_t bl = (uint64_t)(box_hi[v->bnd - 1] - box_lo[v->bnd - 1]);
+        uint64_t al = v->nd ? (uint64_t)(bhi[v->nd - 1] - blo[v->nd - 1]) : 1;
         if (l % bl + n > bl || l % al + n > al) return 0;
         /* block multi-index of l */
         uint64_t tl = v->T0, r3 = l;
         for (int d = (int)v->nd - 1; d >= 0; d--) {
-            tl += (r3 % (uint64_t)v->A[d]) * v->Tstr[d];
-            r3 /= (uint64_t)v->A[d];
+            uint64_t a = (uint64_t)(bhi[d] - blo[d]);
+            tl += (r3 % a) * tstr[d + 1];
+            r3 /= a;
         }
         memset(td, 0, sizeof *td);
         td->offset = tl * v->es;
@@ -532,12 +588,14 @@ static int affine(const vpiece *v, const rs_desc *e, uint64_t rel, rs_desc *td)
         return 1;
     }
     uint32_t nf = v->nf;
+    const int64_t *frad = V_FRAD(c, v);
+    const uint64_t *fphi = (const uint64_t *)V_FPHI(c, v), *ftau = (const uint64_t *)V_FTAU(c, v);
     int64_t x[VNF], maxc[VNF];
     uint64_t r = rel;
     for (uint32_t k = 0; k < nf; k++) {
-        x[k] = (int64_t)(r / v->fphi[k]);
-        r %= v->fphi[k];
-        if (x[k] >= v->frad[k]) return 0;
+        x[k] = (int64_t)(r / fphi[k]);
+        r %= fphi[k];
+        if (x[k] >= frad[k]) return 0;
         maxc[k] = x[k];
     }
     if (r) return 0;
@@ -559,11 +617,11 @@ static int affine(const vpiece *v, const rs_desc *e, uint64_t rel, rs_desc *td)
     for (uint32_t i = 0; i + 1 < e->ndim; i++) {
         uint64_t s = e->stride[i], tau = 0;
         for (uint32_t k = 0; k < nf; k++) {
-            uint64_t m = s / v->fphi[k];
-            s %= v->fphi[k];
+            uint64_t m = s / fphi[k];
+            s %= fphi[k];
             if (m && e->count[i] > 1) {
                 maxc[k] += (int64_t)((e->count[i] - 1) * m);
-                tau += m * v->ftau[k];
+                tau += m * ftau[k];
             }
         }
         if (s) return 0;
@@ -577,33 +635,33 @@ static int affine(const vpiece *v, const rs_desc *e, uint64_t rel, rs_desc *td)
     uint32_t nr = 0;
     int k = (int)nf - 1;
     for (;;) {
-        if (x[k] + (int64_t)m <= v->frad[k]) {
+        if (x[k] + (int64_t)m <= frad[k]) {
             maxc[k] += (int64_t)m - 1;
             rc[nr] = m;
-            rs[nr] = v->ftau[k];
+            rs[nr] = ftau[k];
             nr++;
             break;
         }
-        if (x[k] == 0 && m % (uint64_t)v->frad[k] == 0 && k > 0 && v->fphi[k - 1] == (uint64_t)v->frad[k] * v->fphi[k]) {
-            maxc[k] += v->frad[k] - 1;
-            rc[nr] = (uint64_t)v->frad[k];
-            rs[nr] = v->ftau[k];
+        if (x[k] == 0 && m % (uint64_t)frad[k] == 0 && k > 0 && fphi[k - 1] == (uint64_t)frad[k] * fphi[k]) {
+            maxc[k] += frad[k] - 1;
+            rc[nr] = (uint64_t)frad[k];
+            rs[nr] = ftau[k];
             nr++;
-            m /= (uint64_t)v->frad[k];
+            m /= (uint64_t)frad[k];
             k--;
             continue;
         }
         return 0;
     }
     for (uint32_t q = 0; q < nf; q++)
-        if (maxc[q] >= v->frad[q]) return 0;
+        if (maxc[q] >= frad[q]) return 0;
     for (uint32_t q = nr; q-- > 0;) {
         cnt[nt] = rc[q];
         str[nt] = rs[q];
         nt++;
     }
     uint64_t toff = v->T0;
-    for (uint32_t q = 0; q < nf; q++) toff += (uint64_t)x[q] * v->ftau[q];
+    for (uint32_t q = 0; q < nf; q++) toff += (uint64_t)x[q] * ftau[q];
     /* bytes: scale, then the element's bytes innermost */
     if (nt + 1 > RS_DESC_MAX_DIMS + VNF) return 0;
     rs_desc t;
@@ -653,11 +711,7 @@ again:
     uint64_t len = dbytes(d);
     if (len == 0) return 0;
     int64_t idx[VND];
-    uint32_t es = 0;
-    {
-        const rs_binding *x = &c->P->ranks[rank].bindings[loc];
-        es = (uint32_t)rs_dtype_size(c->L->buffers[x->buffer].dtype);
-    }
+    uint32_t es = c->vb[rank][loc].es;
     {
         int bad = d->offset % es || d->count[d->ndim - 1] % es;
         for (uint32_t i = 0; i + 1 < d->ndim; i++)
@@ -684,7 +738,7 @@ again:
     uint64_t rel = e.offset - v->box_off;
     if (e.offset >= v->box_off) {
         rs_desc td;
-        if (affine(v, &e, rel, &td)) {
+        if (affine(c, v, &e, rel, &td)) {
             vseg s = {vi, len, td};
             rs_vec_push(out, s);
             return 0;
@@ -725,7 +779,7 @@ again:
         uint64_t mid = lo + (hi - lo) / 2;
         rs_desc t = e, td;
         t.count[0] = mid;
-        if (e.offset >= v->box_off && affine(v, &t, rel, &td)) lo = mid;
+        if (e.offset >= v->box_off && affine(c, v, &t, rel, &td)) lo = mid;
         else hi = mid;
     }
     pre.count[0] = lo * es;
@@ -839,6 +893,7 @@ static int check_delivery(vctx *c, uint32_t drank, const vseg_vec *ld, uint64_t 
         }
         rs_desc one;
         if (ce->ok && dslice1(&ce->td, p->pos, p->len, &one)) {
+            dnorm(&one);
             c->ls.n = 0;
             vseg sg = {ce->vp, p->len, one};
             rs_vec_push(&c->ls, sg);
@@ -872,18 +927,21 @@ static int check_delivery(vctx *c, uint32_t drank, const vseg_vec *ld, uint64_t 
             if (want == b_end) jpos = b_end, j++;
             continue;
         }
+        /* the two slices as single descs in canonical form (whole segments are canonical already: from
+         * affine, or normalized below): equal descs, the same stream */
         rs_desc x1, y1;
-        if (dslice1(&a->td, want - pos, stop - want, &x1) && dslice1(&b->td, want - jpos, stop - want, &y1)) {
-            dnorm(&x1);
-            dnorm(&y1);
-            if (x1.ndim == y1.ndim && x1.offset == y1.offset &&
-                !memcmp(x1.count, y1.count, x1.ndim * sizeof x1.count[0]) &&
-                !memcmp(x1.stride, y1.stride, x1.ndim * sizeof x1.stride[0])) {
-                want = stop;
-                if (want == a_end) pos = a_end, i++;
-                if (want == b_end) jpos = b_end, j++;
-                continue;
-            }
+        const rs_desc *xs = &x1, *ys = &y1;
+        int ok1 = 1;
+        if (want == pos && stop == a_end) xs = &a->td;
+        else if ((ok1 = dslice1(&a->td, want - pos, stop - want, &x1))) dnorm(&x1);
+        if (!ok1) {
+        } else if (want == jpos && stop == b_end) ys = &b->td;
+        else if ((ok1 = dslice1(&b->td, want - jpos, stop - want, &y1))) dnorm(&y1);
+        if (ok1 && desc_eq(xs, ys)) {
+            want = stop;
+            if (want == a_end) pos = a_end, i++;
+            if (want == b_end) jpos = b_end, j++;
+            continue;
         }
         desc_vec x = {0}, y = {0};
         dslice(&a->td, want - pos, stop - want, &x);
@@ -947,10 +1005,36 @@ static void page_put(page *p, uint32_t at, uint32_t nremove, const pent *ins, ui
     p->n = p->n - nremove + nins;
 }
 
-static int pent_cmp(const void *x, const void *y)
+/* Sort w[0..n) by start (stably): a natural merge sort, since a step's PACK writes are a few ascending
+ * runs (one per PACK), with c->tnew as the second buffer. */
+static void pent_sort(vctx *c, pent *w, size_t n)
 {
-    const pent *a = x, *b = y;
-    return a->start < b->start ? -1 : a->start > b->start;
+    if (n < 2) return;
+    c->tnew.n = 0;
+    rs_vec_reserve(&c->tnew, n);
+    pent *src = w, *dst = c->tnew.v;
+    for (;;) {
+        size_t i = 0;
+        while (i < n) {
+            size_t m = i + 1;
+            while (m < n && src[m].start >= src[m - 1].start) m++;
+            if (i == 0 && m == n) {
+                if (src != w) memcpy(w, src, n * sizeof *w);
+                return;
+            }
+            size_t e = m;
+            if (m < n)
+                for (e = m + 1; e < n && src[e].start >= src[e - 1].start;) e++;
+            size_t a = i, b = m, k = i;
+            while (a < m && b < e) dst[k++] = src[b].start < src[a].start ? src[b++] : src[a++];
+            while (a < m) dst[k++] = src[a++];
+            while (b < e) dst[k++] = src[b++];
+            i = e;
+        }
+        pent *t = src;
+        src = dst;
+        dst = t;
+    }
 }
 
 /* Several writes at once: w[0..n) sorted by start, non-overlapping, non-empty (a step's PACKs, or the
@@ -1064,6 +1148,7 @@ typedef struct {
 static void free_all(vctx *c, vglob *g)
 {
     free(c->vp);
+    rs_vec_free(&c->dv);
     free(c->vp_index);
     if (c->vb) {
         for (uint32_t r = 0; r < c->world; r++) free(c->vb[r]);
@@ -1078,6 +1163,7 @@ static void free_all(vctx *c, vglob *g)
     }
     free(c->npages);
     free(c->pgshift);
+    free(c->reads_dst);
     free(c->dcache);
     rs_vec_free(&c->slice_a);
     rs_vec_free(&c->slice_b);
@@ -1094,12 +1180,6 @@ static void free_all(vctx *c, vglob *g)
     free(g->rank_of);
 }
 
-static uint32_t loc_es(const vctx *c, uint32_t rank, uint32_t loc)
-{
-    if (loc == RS_LOC_STAGING) return 1;
-    return (uint32_t)rs_dtype_size(c->L->buffers[c->P->ranks[rank].bindings[loc].buffer].dtype);
-}
-
 static int loc_is_dst(const vctx *c, uint32_t rank, uint32_t loc)
 {
     return loc != RS_LOC_STAGING && c->L->buffers[c->P->ranks[rank].bindings[loc].buffer].side == RS_DST;
@@ -1109,32 +1189,52 @@ static int loc_is_dst(const vctx *c, uint32_t rank, uint32_t loc)
  * buffers (relays) are checked by check_relays. */
 static int check_alignment(vctx *c)
 {
-    for (uint32_t r = 0; r < c->world; r++) {
+    /* per binding of the rank: element bytes, and 0x80 when it is a destination binding */
+    rs_vec(uint8_t) bk = {0};
+    int rc = 0;
+    c->reads_dst = rs_xcalloc(c->world + 1, 1);
+    for (uint32_t r = 0; r < c->world && !rc; r++) {
         const rs_rank_prog *g = &c->P->ranks[r];
-        for (uint32_t s = 0; s < g->nsteps; s++)
+        bk.n = 0;
+        rs_vec_reserve(&bk, g->nbindings);
+        for (uint32_t i = 0; i < g->nbindings; i++) {
+            const rs_buffer *b = &c->L->buffers[g->bindings[i].buffer];
+            bk.v[i] = (uint8_t)(rs_dtype_size(b->dtype) | (b->side == RS_DST ? 0x80 : 0));
+        }
+#define ES_OF(loc) ((loc) == RS_LOC_STAGING ? 1u : (uint32_t)(bk.v[loc] & 0x7f))
+#define IS_DST(loc) ((loc) != RS_LOC_STAGING && (bk.v[loc] & 0x80))
+        for (uint32_t s = 0; s < g->nsteps && !rc; s++)
             for (uint32_t k = 0; k < g->steps[s].nops; k++) {
                 uint32_t oi = g->steps[s].op_begin + k;
                 const rs_op *o = &g->ops[oi];
                 c->cur_rank = r, c->cur_step = s, c->cur_op = oi;
                 char w[160];
                 if (o->code == RS_OP_SEND || o->code == RS_OP_RECV) {
-                    uint32_t es = loc_es(c, r, o->loc);
-                    if (o->off % es || o->bytes % es)
-                        return vfail(c, "%s: buffer range not made of whole elements", op_where(c, w, sizeof w));
+                    uint32_t es = ES_OF(o->loc);
+                    if (o->off % es || o->bytes % es) {
+                        rc = vfail(c, "%s: buffer range not made of whole elements", op_where(c, w, sizeof w));
+                        break;
+                    }
+                    if (o->code == RS_OP_SEND && o->bytes && IS_DST(o->loc)) c->reads_dst[r] = 1;
                     continue;
                 }
-                for (int side = 0; side < 2; side++) {
+                for (int side = 0; side < 2 && !rc; side++) {
                     const rs_desc *d = &g->descs[side ? o->dst : o->src];
                     if (d->loc == RS_LOC_STAGING) continue;
-                    uint32_t es = loc_es(c, r, d->loc);
+                    uint32_t es = ES_OF(d->loc);
                     int bad = d->offset % es || d->count[d->ndim - 1] % es;
                     for (uint32_t i = 0; i + 1 < d->ndim; i++)
                         if (d->stride[i] % es) bad = 1;
-                    if (bad) return vfail(c, "%s: buffer region not made of whole elements", op_where(c, w, sizeof w));
+                    if (bad) rc = vfail(c, "%s: buffer region not made of whole elements", op_where(c, w, sizeof w));
+                    if (!side && (o->code == RS_OP_PACK || o->code == RS_OP_COPY) && IS_DST(d->loc)) c->reads_dst[r] = 1;
                 }
+                if (rc) break;
             }
+#undef ES_OF
+#undef IS_DST
     }
-    return 0;
+    rs_vec_free(&bk);
+    return rc;
 }
 
 /* The order that sorts keys[0..n) stably: an LSD radix sort over the keys' `bits` low bits, in as few passes
@@ -1639,6 +1739,7 @@ static int check_relays(vctx *c)
     int rc = 0;
     for (uint32_t r = 0; r < c->world && !rc; r++) {
         const rs_rank_prog *g = &c->P->ranks[r];
+        if (!c->reads_dst[r]) continue; /* (found by check_alignment) */
         /* the destination bindings this rank reads */
         uint8_t *rd = NULL;
         for (uint32_t oi = 0; oi < g->nops; oi++) {
@@ -1831,7 +1932,7 @@ static int do_phase1(vctx *c, uint32_t r, uint32_t s)
     int sorted = 1;
     for (size_t i = 1; i < c->tw.n && sorted; i++)
         if (c->tw.v[i - 1].start > c->tw.v[i].start) sorted = 0;
-    if (!sorted) qsort(c->tw.v, c->tw.n, sizeof *c->tw.v, pent_cmp);
+    if (!sorted) pent_sort(c, c->tw.v, c->tw.n);
     return tassign_batch(c, r, c->tw.v, c->tw.n);
 }
 
@@ -2143,6 +2244,33 @@ static int vbox_cmp(const void *x, const void *y)
     return a->lo[0] < b->lo[0] ? -1 : a->lo[0] > b->lo[0];
 }
 
+/* Sort boxes as vbox_cmp does (stably): a radix sort by (piece, start in dim 0) when that fits 64 bits. */
+static void vbox_sort(vbox_vec *B)
+{
+    size_t n = B->n;
+    uint64_t maxlo = 0;
+    uint32_t maxvp = 0;
+    int neg = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (B->v[i].lo[0] < 0) neg = 1;
+        else if ((uint64_t)B->v[i].lo[0] > maxlo) maxlo = (uint64_t)B->v[i].lo[0];
+        if (B->v[i].vp > maxvp) maxvp = B->v[i].vp;
+    }
+    unsigned lbits = 0, vbits = 0;
+    while (lbits < 64 && (maxlo >> lbits)) lbits++;
+    while (vbits < 32 && (maxvp >> vbits)) vbits++;
+    if (neg || lbits + vbits > 64) {
+        qsort(B->v, n, sizeof *B->v, vbox_cmp);
+        return;
+    }
+    uint64_t *keys = rs_xmalloc((n + 1) * sizeof *keys);
+    for (size_t i = 0; i < n; i++) keys[i] = (vbits ? (uint64_t)B->v[i].vp << lbits : 0) | (uint64_t)B->v[i].lo[0];
+    size_t *ord = radix_order(keys, n, lbits + vbits);
+    permute(B->v, n, sizeof *B->v, ord);
+    free(ord);
+    free(keys);
+}
+
 static int coverage(vctx *c)
 {
     vbox_vec boxes = {0};
@@ -2178,7 +2306,7 @@ static int coverage(vctx *c)
         int sorted = 1;
         for (size_t i = 1; i < boxes.n && sorted; i++)
             if (vbox_cmp(&boxes.v[i - 1], &boxes.v[i]) > 0) sorted = 0;
-        if (!sorted) qsort(boxes.v, boxes.n, sizeof *boxes.v, vbox_cmp);
+        if (!sorted) vbox_sort(&boxes);
         /* per piece: disjoint, and the volumes add up to the block */
         for (size_t i = 0; i < boxes.n && !rc;) {
             size_t j = i;

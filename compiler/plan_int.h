@@ -160,7 +160,16 @@ typedef struct {
 typedef struct {
     uint64_t bytes;
     uint32_t cand, seq, unit, r, fset; /* unit: the tensor's first piece (+ the sender's slot = its unit); fset: the key */
+    uint32_t flow;                     /* after pass 1: the chosen sender's flow (and unit: its unit) */
 } pl_lpt;
+
+/* A part as pass 2 needs it (recorded in pass 1): its flow and unit, or (PL_REC_LPT) the LPT record whose
+ * chosen sender fixes both; consecutive parts of one flow and unit are added up. */
+#define PL_REC_LPT (1u << 31)
+typedef struct {
+    uint32_t flow, unit;
+    uint64_t bytes;
+} pl_prec;
 
 /* ---- the context ---- */
 typedef struct pl_stepb pl_stepb;
@@ -274,6 +283,7 @@ typedef struct pl_ctx {
     pl_sender *snd; /* [world] */
     pl_map flow_index;
     rs_vec(pl_flow) flows;
+    rs_vec(pl_prec) precs; /* pass 1: every NET and NVL part, for pass 2 */
     uint64_t *fw_bytes, *fw_base, *fw_run; /* per (flow, window): bytes, offset in the flow, bytes placed so far */
     uint32_t nfw;
     /* rounds of every flow's bytes (after pass 2): flow f's byte range ending at rt_end[i] goes in round
@@ -316,6 +326,7 @@ void pl_lpt_solve(pl_ctx *c);
 /* schedule.c */
 int pl_do_part(pl_ctx *c, const pl_cell *cell, const pl_part *p); /* the pass's work on one part */
 void pl_after_pass1(pl_ctx *c);
+void pl_pass2(pl_ctx *c); /* pass 2 from the parts pass 1 recorded (the same routing, without redoing it) */
 void pl_after_pass2(pl_ctx *c);
 int pl_finalize(pl_ctx *c, rs_plan *out);
 void pl_schedule_free(pl_ctx *c);

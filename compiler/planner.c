@@ -360,7 +360,7 @@ int rs_planner_plan(rs_layout *L, const rs_plan_opts *o, rs_plan *out, rs_plan_s
         pl_lpt_solve(&c);
         pl_after_pass1(&c);
         LAP(1);
-        rc = run_pass(&c, 2);
+        pl_pass2(&c);
         LAP(2);
     }
     if (!rc) {

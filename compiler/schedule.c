@@ -669,10 +669,20 @@ int pl_do_part(pl_ctx *c, const pl_cell *cell, const pl_part *p)
             /* several holders: the sender is chosen after pass 1 (LPT); its unit then is the piece it
              * holds: remember where the tensor's pieces begin */
             c->lpt.v[c->lpt.n - 1].unit = c->t->piece_begin;
+            pl_prec rec = {(uint32_t)(c->lpt.n - 1) | PL_REC_LPT, 0, p->bytes};
+            rs_vec_push(&c->precs, rec);
             return 0;
         }
-        sender_add(c, p->s, c->t->piece_begin + p->sslot, p->bytes);
-        flow_get(c, lane, p->s, p->r, p->key, 1);
+        uint32_t unit = c->t->piece_begin + p->sslot;
+        sender_add(c, p->s, unit, p->bytes);
+        uint32_t fi = flow_get(c, lane, p->s, p->r, p->key, 1);
+        size_t n = c->precs.n;
+        if (n && c->precs.v[n - 1].flow == fi && c->precs.v[n - 1].unit == unit) {
+            c->precs.v[n - 1].bytes += p->bytes;
+        } else {
+            pl_prec rec = {fi, unit, p->bytes};
+            rs_vec_push(&c->precs, rec);
+        }
         return 0;
     }
     if (c->pass == 2) {
@@ -718,7 +728,9 @@ void pl_after_pass1(pl_ctx *c)
             if (cand[2 * k] == s) slot = cand[2 * k + 1];
         rs_assert(slot != RS_NONE);
         sender_add(c, s, q->unit + slot, q->bytes);
-        flow_get(c, RS_LANE_NET, s, q->r, q->fset, 1);
+        uint32_t fi = flow_get(c, RS_LANE_NET, s, q->r, q->fset, 1);
+        c->lpt.v[i].flow = fi; /* for pass 2 */
+        c->lpt.v[i].unit = q->unit + slot;
     }
     /* flows per sender, by receiver */
     for (size_t f = 0; f < c->flows.n; f++) rs_vec_push(&c->snd[c->flows.v[f].s].flows, (uint32_t)f);
@@ -778,6 +790,30 @@ void pl_after_pass1(pl_ctx *c)
     c->fw_base = rs_xcalloc(nfw + 1, sizeof *c->fw_base);
     c->fw_run = rs_xcalloc(nfw + 1, sizeof *c->fw_run);
     c->last_flow_key = 0;
+}
+
+void pl_pass2(pl_ctx *c)
+{
+    c->pass = 2;
+    uint32_t ls = RS_NONE, lu = RS_NONE, lw = 0;
+    for (size_t i = 0; i < c->precs.n; i++) {
+        const pl_prec *q = &c->precs.v[i];
+        uint32_t fi = q->flow, unit = q->unit;
+        if (fi & PL_REC_LPT) {
+            const pl_lpt *l = &c->lpt.v[fi & ~PL_REC_LPT];
+            fi = l->flow;
+            unit = l->unit;
+        }
+        const pl_flow *fl = &c->flows.v[fi];
+        if (fl->lane == RS_LANE_NET) c->st->rank_net_out[fl->s] += q->bytes;
+        if (fl->s != ls || unit != lu) {
+            ls = fl->s;
+            lu = unit;
+            lw = sender_window(c, ls, unit);
+        }
+        c->fw_bytes[fl->win_base + lw] += q->bytes;
+    }
+    rs_vec_free(&c->precs);
 }
 
 /* Create the coalesced segments of every (flow, round) the senders' streams give, sorted by (round, kind
@@ -1484,6 +1520,7 @@ void pl_schedule_free(pl_ctx *c)
     }
     pl_map_free(&c->flow_index);
     rs_vec_free(&c->flows);
+    rs_vec_free(&c->precs);
     free(c->fw_bytes);
     free(c->fw_base);
     free(c->fw_run);

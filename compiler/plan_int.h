@@ -230,6 +230,12 @@ typedef struct {
     pl_pdesc d[2];
 } pl_pop;
 
+/* Merge state of a step for one (code, row tag, source loc, destination loc): its latest op and the live
+ * one before it (1-based pops indices); a slot with cur == 0 is empty. */
+typedef struct {
+    uint32_t sloc, dloc, tag, cur, prev;
+} pl_mslot;
+
 struct pl_stepb {
     uint32_t rank;
     int32_t round; /* -1: the local-copy step */
@@ -237,6 +243,8 @@ struct pl_stepb {
     rs_vec(pl_pop) pops;
     rs_vec(uint32_t) out;      /* seg ids this rank sends in this step */
     rs_vec(uint64_t) in;       /* received items: seg id << 1 (direct receiver) or inst id << 1 | 1 */
+    pl_mslot *mt;              /* merge state (open addressing, mcap a power of two) */
+    uint32_t mcap, mn;
 };
 
 typedef struct pl_ctx {
@@ -298,7 +306,6 @@ typedef struct pl_ctx {
     pl_u32vec *rank_steps;        /* [world * 2]: per rank and lane, step builder per round */
     uint32_t *local_step;          /* [world] */
     pl_u64vec *usage;             /* [world]: staging charged per round */
-    pl_map merge;
     uint32_t nrounds;
     uint64_t last_flow_key, last_flow;
     uint64_t last_seg_key, last_seg;

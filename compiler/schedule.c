@@ -182,35 +182,74 @@ static int try_extend(pl_pop *y, const pl_pop *x, int relaxed)
     return 1;
 }
 
+static inline uint32_t mslot_hash(uint32_t sloc, uint32_t dloc, uint32_t tag)
+{
+    uint64_t h = ((uint64_t)sloc << 32 | dloc) * 0x9e3779b97f4a7c15ull ^ (uint64_t)tag * 0xc2b2ae3d27d4eb4full;
+    return (uint32_t)(h >> 32);
+}
+
+static pl_mslot *mslot_find(pl_stepb *b, uint32_t sloc, uint32_t dloc, uint32_t tag)
+{
+    for (uint32_t j = mslot_hash(sloc, dloc, tag) & (b->mcap - 1);; j = (j + 1) & (b->mcap - 1)) {
+        pl_mslot *e = &b->mt[j];
+        if (!e->cur || (e->sloc == sloc && e->dloc == dloc && e->tag == tag)) return e;
+    }
+}
+
+/* The merge slot of (tag, sloc, dloc) in step b; a new one has cur == 0 (the caller sets it). */
+static pl_mslot *mslot_get(pl_stepb *b, uint32_t sloc, uint32_t dloc, uint32_t tag)
+{
+    if (b->mcap) {
+        pl_mslot *e = mslot_find(b, sloc, dloc, tag);
+        if (e->cur) return e;
+    }
+    if ((b->mn + 1) * 4 > b->mcap * 3) {
+        pl_mslot *old = b->mt;
+        uint32_t ocap = b->mcap;
+        b->mcap = ocap ? ocap * 2 : 8;
+        b->mt = rs_xcalloc(b->mcap, sizeof *b->mt);
+        for (uint32_t i = 0; i < ocap; i++)
+            if (old[i].cur) *mslot_find(b, old[i].sloc, old[i].dloc, old[i].tag) = old[i];
+        free(old);
+    }
+    pl_mslot *e = mslot_find(b, sloc, dloc, tag);
+    e->sloc = sloc;
+    e->dloc = dloc;
+    e->tag = tag;
+    b->mn++;
+    return e;
+}
+
+/* Add op x to step sbid: it extends the latest op of its (code, row tag, locs), or that one is folded into
+ * the live op before it, and x becomes the latest. */
 static void add_pop(pl_ctx *c, uint32_t sbid, const pl_pop *x, uint32_t lane_tag)
 {
     pl_stepb *b = &c->steps.v[sbid];
-    uint64_t k0 = (uint64_t)sbid << 8 | x->code | (uint64_t)lane_tag << 40, k1 = (uint64_t)x->d[0].loc << 32 | x->d[1].loc;
-    int created;
-    uint64_t *e = pl_map_put(&c->merge, k0, k1, &created);
-    uint32_t cur = (uint32_t)(*e & 0xffffffffu), prev = (uint32_t)(*e >> 32);
+    pl_mslot *e = mslot_get(b, x->d[0].loc, x->d[1].loc, x->code | lane_tag << 8);
+    uint32_t cur = e->cur, prev = e->prev;
     if (cur && try_extend(&b->pops.v[cur - 1], x, c->o->strided_reads)) return;
     if (cur) {
         if (prev && try_extend(&b->pops.v[prev - 1], &b->pops.v[cur - 1], c->o->strided_reads)) b->pops.v[cur - 1].dead = 1;
         else prev = cur;
     }
     rs_vec_push(&b->pops, *x);
-    cur = (uint32_t)b->pops.n;
-    *e = (uint64_t)prev << 32 | cur;
+    e->cur = (uint32_t)b->pops.n;
+    e->prev = prev;
 }
 
 static void close_merges(pl_ctx *c)
 {
-    pl_map *m = &c->merge;
-    for (size_t i = 0; i < m->cap; i++) {
-        if (m->e[i].k0 == UINT64_MAX) continue;
-        uint32_t sbid = (uint32_t)((m->e[i].k0 >> 8) & 0xffffffffu);
-        uint32_t cur = (uint32_t)(m->e[i].v & 0xffffffffu), prev = (uint32_t)(m->e[i].v >> 32);
-        pl_stepb *b = &c->steps.v[sbid];
-        if (cur && prev && try_extend(&b->pops.v[prev - 1], &b->pops.v[cur - 1], c->o->strided_reads))
-            b->pops.v[cur - 1].dead = 1;
+    for (size_t i = 0; i < c->steps.n; i++) {
+        pl_stepb *b = &c->steps.v[i];
+        for (uint32_t j = 0; j < b->mcap; j++) {
+            uint32_t cur = b->mt[j].cur, prev = b->mt[j].prev;
+            if (cur && prev && try_extend(&b->pops.v[prev - 1], &b->pops.v[cur - 1], c->o->strided_reads))
+                b->pops.v[cur - 1].dead = 1;
+        }
+        free(b->mt);
+        b->mt = NULL;
+        b->mcap = b->mn = 0;
     }
-    pl_map_free(m);
 }
 
 /* ---- segments ---- */
@@ -1534,6 +1573,7 @@ void pl_schedule_free(pl_ctx *c)
         rs_vec_free(&c->steps.v[i].pops);
         rs_vec_free(&c->steps.v[i].out);
         rs_vec_free(&c->steps.v[i].in);
+        free(c->steps.v[i].mt);
     }
     rs_vec_free(&c->steps);
     if (c->rank_steps) {
@@ -1545,6 +1585,5 @@ void pl_schedule_free(pl_ctx *c)
         for (uint32_t r = 0; r < c->world; r++) rs_vec_free(&c->usage[r]);
         free(c->usage);
     }
-    pl_map_free(&c->merge);
     rs_vec_free(&c->chunk_k);
 }

@@ -299,6 +299,7 @@ typedef struct pl_ctx {
     uint32_t *rt_begin;
     uint64_t *rt_end;
     uint32_t *rt_round;
+    uint32_t *rt_seg;   /* the segment laid out for entry i (seg_precreate) */
     rs_vec(pl_seg) segs;
     rs_vec(pl_inst) insts;
     pl_map seg_index;

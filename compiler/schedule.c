@@ -349,13 +349,16 @@ static uint32_t rt_index(const pl_ctx *c, uint32_t f, uint64_t off)
     return lo;
 }
 
-/* Round of byte `off` of flow f (its round table from fill_rounds). */
-static uint32_t flow_round(const pl_ctx *c, uint32_t f, uint64_t off)
+/* Round table entry of byte `off` of flow f (the last one past the end). */
+static uint32_t rt_entry(const pl_ctx *c, uint32_t f, uint64_t off)
 {
     rs_assert(c->rt_begin[f] < c->rt_begin[f + 1]);
     uint32_t i = rt_index(c, f, off);
-    return c->rt_round[i < c->rt_begin[f + 1] ? i : c->rt_begin[f + 1] - 1];
+    return i < c->rt_begin[f + 1] ? i : c->rt_begin[f + 1] - 1;
 }
+
+/* Round of byte `off` of flow f (its round table from fill_rounds). */
+static uint32_t flow_round(const pl_ctx *c, uint32_t f, uint64_t off) { return c->rt_round[rt_entry(c, f, off)]; }
 
 /* End of the byte range of flow f's round table entry holding byte `off` (UINT64_MAX past the end). */
 static uint64_t flow_round_end(const pl_ctx *c, uint32_t f, uint64_t off)
@@ -366,6 +369,7 @@ static uint64_t flow_round_end(const pl_ctx *c, uint32_t f, uint64_t off)
 
 typedef struct {
     const pl_bmap *sm, *dm;
+    uint32_t fi;          /* the part's flow (not LOCAL) */
     uint32_t sloc;        /* source binding on the sender */
     uint32_t dloc;        /* destination binding on the receiver */
     uint32_t nf;
@@ -394,14 +398,15 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
     }
     uint8_t lane = p->kind == PL_NET ? RS_LANE_NET : RS_LANE_NVL;
     uint32_t w = E->win;
-    uint32_t fi = flow_get(c, lane, p->s, p->r, p->key, 0);
+    uint32_t fi = E->fi;
     uint32_t wi = c->flows.v[fi].win_base + w;
     uint64_t off = c->fw_base[wi] + c->fw_run[wi];
     c->fw_run[wi] += bytes;
     /* relays: two rounds after the round that brought the bytes (their flows are not in the round tables):
      * the bytes are unpacked in NVL step k, and NET step k + 2 (and its pack step) comes after it */
     uint32_t kmin = p->kmin_chunk && c->cur_chunk < p->nkmin ? p->kmin_chunk[c->cur_chunk] + 2 : p->kmin;
-    uint32_t k = p->relay ? kmin : flow_round(c, fi, off);
+    uint32_t rte = p->relay ? RS_NONE : rt_entry(c, fi, off);
+    uint32_t k = p->relay ? kmin : c->rt_round[rte];
     if (k < kmin) k = kmin;
 
     /* zero-copy only for whole chunks: a smaller fragment costs less packed into its round's message
@@ -431,6 +436,8 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
     uint32_t gid;
     if (direct) {
         gid = seg_new(c, fi, k, 1, cell->tensor);
+    } else if (rte != RS_NONE && c->rt_round[rte] == k) {
+        gid = c->rt_seg[rte]; /* the segment laid out for this byte's round */
     } else {
         /* segments were laid out before this pass (seg_precreate); a spilled chunk may need a new one */
         uint64_t *v = c->last_seg_key == ((uint64_t)fi << 32 | k) + 1 ? &c->last_seg : pl_map_get(&c->seg_index, fi, k);
@@ -659,7 +666,10 @@ static int part_pass3(pl_ctx *c, const pl_cell *cell, const pl_part *p)
                        c->t->name, L->buffers[L->pieces[dgi].buffer].name);
     E.sm = sm;
     E.dm = dm;
-    if (p->kind != PL_LOCAL) E.win = sender_window(c, p->s, sgi);
+    if (p->kind != PL_LOCAL) {
+        E.win = sender_window(c, p->s, sgi);
+        E.fi = flow_get(c, p->kind == PL_NET ? RS_LANE_NET : RS_LANE_NVL, p->s, p->r, p->key, 0);
+    }
     E.sloc = pl_binding(c, p->s, L->pieces[sgi].buffer);
     E.dloc = pl_binding(c, p->r, L->pieces[dgi].buffer);
     rs_assert(E.sloc != RS_NONE && E.dloc != RS_NONE);
@@ -678,8 +688,7 @@ static int part_pass3(pl_ctx *c, const pl_cell *cell, const pl_part *p)
     if (p->relay) {
         if (p->pm) pm = p->pm;
     } else if (p->kind != PL_LOCAL) {
-        uint8_t lane = p->kind == PL_NET ? RS_LANE_NET : RS_LANE_NVL;
-        uint32_t fi = flow_get(c, lane, p->s, p->r, p->key, 0);
+        uint32_t fi = E.fi;
         uint32_t wi = c->flows.v[fi].win_base + E.win;
         uint64_t off = c->fw_base[wi] + c->fw_run[wi];
         if (off + p->bytes > flow_round_end(c, fi, off)) {
@@ -861,7 +870,7 @@ void pl_pass2(pl_ctx *c)
  * of consecutive senders into one stacked buffer, are consecutive equally sized items that merge into
  * one op each. */
 typedef struct {
-    uint32_t k, key, s, r, flow;
+    uint32_t k, key, s, r, flow, rt; /* rt: the round table entry */
 } pre_rec;
 
 static int pre_cmp(const void *a, const void *b)
@@ -881,16 +890,25 @@ static void seg_precreate(pl_ctx *c)
         const pl_flow *fl = &c->flows.v[f];
         for (uint32_t i = c->rt_begin[f]; i < c->rt_begin[f + 1]; i++) {
             if (i > c->rt_begin[f] && c->rt_round[i] == c->rt_round[i - 1]) continue;
-            pre_rec r = {c->rt_round[i], fl->fset, fl->s, fl->r, f};
+            pre_rec r = {c->rt_round[i], fl->fset, fl->s, fl->r, f, i};
             rs_vec_push(&v, r);
         }
     }
     if (v.n > 1) qsort(v.v, v.n, sizeof *v.v, pre_cmp);
+    uint32_t nrt = c->rt_begin[c->flows.n];
+    c->rt_seg = rs_xmalloc((nrt + 1) * sizeof *c->rt_seg);
+    uint32_t id = 0;
     for (size_t i = 0; i < v.n; i++) {
-        if (i && v.v[i].flow == v.v[i - 1].flow && v.v[i].k == v.v[i - 1].k) continue;
-        uint32_t id = seg_new(c, v.v[i].flow, v.v[i].k, 0, RS_NONE);
-        *pl_map_put(&c->seg_index, v.v[i].flow, v.v[i].k, NULL) = id;
+        if (!i || v.v[i].flow != v.v[i - 1].flow || v.v[i].k != v.v[i - 1].k) {
+            id = seg_new(c, v.v[i].flow, v.v[i].k, 0, RS_NONE);
+            *pl_map_put(&c->seg_index, v.v[i].flow, v.v[i].k, NULL) = id;
+        }
+        c->rt_seg[v.v[i].rt] = id;
     }
+    /* entries that continue the previous entry's round share its segment */
+    for (uint32_t f = 0; f < (uint32_t)c->flows.n; f++)
+        for (uint32_t i = c->rt_begin[f] + 1; i < c->rt_begin[f + 1]; i++)
+            if (c->rt_round[i] == c->rt_round[i - 1]) c->rt_seg[i] = c->rt_seg[i - 1];
     rs_vec_free(&v);
 }
 
@@ -1566,6 +1584,7 @@ void pl_schedule_free(pl_ctx *c)
     free(c->rt_begin);
     free(c->rt_end);
     free(c->rt_round);
+    free(c->rt_seg);
     rs_vec_free(&c->segs);
     rs_vec_free(&c->insts);
     pl_map_free(&c->seg_index);

@@ -44,7 +44,7 @@ static inline const uint32_t *pl_intern_list(const pl_intern *t, uint32_t id, ui
 }
 void pl_intern_free(pl_intern *t);
 
-/* Bump allocator, reset per tensor. */
+/* Bump allocator (reset per tensor, or per cell). */
 typedef struct {
     char *buf;
     size_t used, cap;
@@ -269,7 +269,8 @@ typedef struct pl_ctx {
     uint32_t *bind_nd;
 
     /* current tensor */
-    pl_arena ar;
+    pl_arena tar; /* what lives as long as the tensor: grids, caches, cell sweep */
+    pl_arena ar;  /* scratch of one cell's routing (reset after each cell) */
     const rs_tensor *t;
     uint32_t ti, npiece;
     pl_tp *tp;

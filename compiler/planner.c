@@ -263,6 +263,7 @@ static double now_s(void)
 static void ctx_free(pl_ctx *c)
 {
     pl_arena_free(&c->ar);
+    pl_arena_free(&c->tar);
     pl_map_free(&c->tcache);
     free(c->bind_begin);
     free(c->bind_buf);

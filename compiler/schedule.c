@@ -564,7 +564,7 @@ static const pl_bmap *bmap_cached(pl_ctx *c, uint32_t slot, uint32_t base, const
 {
     uint64_t *v = pl_block_cache(c, slot, base) + 2;
     if (*v) return (const pl_bmap *)(uintptr_t)*v;
-    pl_bmap *m = pl_alloc(&c->ar, sizeof *m);
+    pl_bmap *m = pl_alloc(&c->tar, sizeof *m);
     if (pl_bmap_build(c->L, c->t->piece_begin + slot, lo, hi, m)) return NULL;
     *v = (uint64_t)(uintptr_t)m;
     return m;

@@ -11,6 +11,9 @@
 #define _GNU_SOURCE
 #include "plan_int.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -1351,6 +1354,7 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
     out->ranks = rs_xcalloc(c->world, sizeof *out->ranks);
     msg_vec snd = {0}, rcv = {0};
     const rs_layout *L = c->L;
+    uint64_t trim_bytes = 0;
     for (uint32_t r = 0; r < c->world; r++) {
         rs_rank_prog *g = &out->ranks[r];
         g->rank = r;
@@ -1558,6 +1562,16 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
         g->ndescs = (uint32_t)o.descs.n;
         g->waits = rs_xrealloc(o.waits.v, (o.waits.n + 1) * sizeof *o.waits.v);
         g->nwaits = (uint32_t)o.waits.n;
+#ifdef __GLIBC__
+        /* The ops of the steps just resolved were freed into the heap in pieces too small for the large
+         * arrays of the next ranks' programs: hand their pages back, or the peak holds both (DeepSeek-V3:
+         * 1.6 GiB instead of 1.05). */
+        trim_bytes += g->nops * sizeof *g->ops + g->ndescs * sizeof *g->descs;
+        if (trim_bytes > (64u << 20)) {
+            malloc_trim(0);
+            trim_bytes = 0;
+        }
+#endif
     }
     rs_vec_free(&snd);
     rs_vec_free(&rcv);

@@ -34,6 +34,7 @@ typedef struct {
     pl_map index;
     rs_vec(uint32_t) data;
     rs_vec(uint32_t) begin; /* [n + 1] */
+    uint32_t last;          /* the id added last (callers often add the same list again) */
 } pl_intern;
 void pl_intern_init(pl_intern *t);
 uint32_t pl_intern_add(pl_intern *t, const uint32_t *v, uint32_t n);
@@ -50,7 +51,15 @@ typedef struct {
     size_t used, cap;
     rs_vec(char *) old;
 } pl_arena;
-void *pl_alloc(pl_arena *a, size_t n);
+void *pl_alloc_slow(pl_arena *a, size_t n); /* n rounded up: a new buffer */
+static inline void *pl_alloc(pl_arena *a, size_t n)
+{
+    n = (n + 15) & ~(size_t)15;
+    if (a->used + n > a->cap) return pl_alloc_slow(a, n);
+    void *p = a->buf + a->used;
+    a->used += n;
+    return p;
+}
 void pl_arena_reset(pl_arena *a);
 void pl_arena_free(pl_arena *a);
 
@@ -200,10 +209,11 @@ typedef struct {
     uint32_t src_loc, dst_loc;
     uint64_t src_off, dst_off;
     uint64_t sbase, rbase; /* staging offsets on sender / receiver (finalize) */
+    uint32_t sb, rb;       /* the step builders of sender and receiver */
 } pl_seg;
 
 typedef struct {
-    uint32_t seg, f, in_idx;
+    uint32_t seg, f, in_idx, fb; /* fb: the forward peer's step builder */
     uint8_t zc;
     uint32_t dst_loc;
     uint64_t dst_off;

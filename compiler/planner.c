@@ -98,6 +98,9 @@ void pl_intern_init(pl_intern *t)
 uint32_t pl_intern_add(pl_intern *t, const uint32_t *v, uint32_t n)
 {
     if (n == 0) return 0;
+    uint32_t m0;
+    const uint32_t *w0 = pl_intern_list(t, t->last, &m0);
+    if (m0 == n && !memcmp(v, w0, n * sizeof *v)) return t->last;
     uint64_t h = rs_hash64(v, n * sizeof *v, n) >> 1; /* never all ones */
     for (uint64_t probe = 0;; probe++) {
         int created;
@@ -109,11 +112,11 @@ uint32_t pl_intern_add(pl_intern *t, const uint32_t *v, uint32_t n)
             t->data.n += n;
             rs_vec_push(&t->begin, (uint32_t)t->data.n);
             *slot = id;
-            return id;
+            return t->last = id;
         }
         uint32_t m, id = (uint32_t)*slot;
         const uint32_t *w = pl_intern_list(t, id, &m);
-        if (m == n && !memcmp(v, w, n * sizeof *v)) return id;
+        if (m == n && !memcmp(v, w, n * sizeof *v)) return t->last = id;
     }
 }
 
@@ -126,18 +129,13 @@ void pl_intern_free(pl_intern *t)
 
 /* ---- arena ---- */
 
-void *pl_alloc(pl_arena *a, size_t n)
+void *pl_alloc_slow(pl_arena *a, size_t n)
 {
-    n = (n + 15) & ~(size_t)15;
-    if (a->used + n > a->cap) {
-        if (a->buf) rs_vec_push(&a->old, a->buf);
-        a->cap = n > (1u << 20) ? n : (1u << 20);
-        a->buf = rs_xmalloc(a->cap);
-        a->used = 0;
-    }
-    void *p = a->buf + a->used;
-    a->used += n;
-    return p;
+    if (a->buf) rs_vec_push(&a->old, a->buf);
+    a->cap = n > (1u << 20) ? n : (1u << 20);
+    a->buf = rs_xmalloc(a->cap);
+    a->used = n;
+    return a->buf;
 }
 
 void pl_arena_reset(pl_arena *a)

@@ -274,10 +274,12 @@ static uint32_t seg_new(pl_ctx *c, uint32_t flow, uint32_t round, int direct, ui
     g.tensor = tensor;
     uint32_t id = (uint32_t)c->segs.n;
     uint32_t sbid = sb_get(c, s, lane, (int32_t)round);
+    g.sb = sbid;
     pl_stepb *sb = &c->steps.v[sbid];
     g.out_idx = (uint32_t)sb->out.n;
     rs_vec_push(&sb->out, id);
     uint32_t rbid = sb_get(c, r, lane, (int32_t)round);
+    g.rb = rbid;
     pl_stepb *rb = &c->steps.v[rbid];
     g.in_idx = (uint32_t)rb->in.n;
     rs_vec_push(&rb->in, (uint64_t)id << 1);
@@ -293,6 +295,7 @@ static uint32_t seg_new(pl_ctx *c, uint32_t flow, uint32_t round, int direct, ui
         in.f = f[q];
         in.dst_loc = RS_NONE;
         uint32_t fbid = sb_get(c, f[q], RS_LANE_NVL, (int32_t)round);
+        in.fb = fbid;
         pl_stepb *fb = &c->steps.v[fbid];
         in.in_idx = (uint32_t)fb->in.n;
         rs_vec_push(&fb->in, (uint64_t)c->insts.n << 1 | 1);
@@ -399,7 +402,6 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
         add_pop(c, sb_get(c, p->r, RS_LANE_NVL, -1), &x, 0);
         return 0;
     }
-    uint8_t lane = p->kind == PL_NET ? RS_LANE_NET : RS_LANE_NVL;
     uint32_t w = E->win;
     uint32_t fi = E->fi;
     uint32_t wi = c->flows.v[fi].win_base + w;
@@ -469,7 +471,7 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
         x.code = RS_OP_PACK;
         set_local(&x, 0, E->sloc, &sd);
         set_staging(&x, 1, g->out_idx, y, bytes);
-        uint32_t sbid = sb_get(c, p->s, lane, (int32_t)k);
+        uint32_t sbid = g->sb;
         uint64_t inner = bytes / (sd.count[0] ? sd.count[0] : 1);
         if (!c->o->strided_reads && sd.ndim >= 2 && sd.count[0] <= 4 && sd.stride[0] >= 2 * inner) {
             /* a few far-apart rows (gate and up of one expert): pack each row on its own, so that row r of
@@ -499,7 +501,7 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
         x.code = RS_OP_UNPACK;
         set_staging(&x, 0, g->in_idx, y, bytes);
         set_local(&x, 1, E->dloc, &dd);
-        add_pop(c, sb_get(c, p->r, lane, (int32_t)k), &x, 0);
+        add_pop(c, g->rb, &x, 0);
     }
     for (uint32_t q = 0; q < E->nf; q++) {
         pl_inst *in = &c->insts.v[g->inst + q];
@@ -514,7 +516,7 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
             x.code = RS_OP_UNPACK;
             set_staging(&x, 0, in->in_idx, y, bytes);
             set_local(&x, 1, E->flocs[q], &dd);
-            add_pop(c, sb_get(c, E->f[q], RS_LANE_NVL, (int32_t)k), &x, 0);
+            add_pop(c, in->fb, &x, 0);
         }
     }
     return 0;

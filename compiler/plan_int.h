@@ -303,6 +303,8 @@ typedef struct pl_ctx {
     pl_map flow_index;
     rs_vec(pl_flow) flows;
     rs_vec(pl_prec) precs; /* pass 1: every NET and NVL part, for pass 2 */
+    pl_u32vec pflow;       /* the flow of every NET and NVL part in routing order (pass 3 routes the same) */
+    size_t pseq;           /* pass 3: the next part's index in pflow */
     uint64_t *fw_bytes, *fw_base, *fw_run; /* per (flow, window): bytes, offset in the flow, bytes placed so far */
     uint32_t nfw;
     /* rounds of every flow's bytes (after pass 2): flow f's byte range ending at rt_end[i] goes in round

@@ -22,22 +22,18 @@ static inline uint64_t align_up(uint64_t x) { return (x + ALIGN - 1) & ~(uint64_
 
 /* ---- senders and flows ---- */
 
-static uint32_t flow_get(pl_ctx *c, uint8_t lane, uint32_t s, uint32_t r, uint32_t fset, int create)
+/* The flow of (lane, sender, receiver, key), created when new (pass 1; later passes take the flow of
+ * each part from c->pflow). */
+static uint32_t flow_get(pl_ctx *c, uint8_t lane, uint32_t s, uint32_t r, uint32_t fset)
 {
     uint64_t k0 = (uint64_t)lane << 62 | (uint64_t)s << 32 | r, k1 = fset;
     if (c->last_flow_key == k0 + 1 && c->last_flow >> 32 == fset) return (uint32_t)c->last_flow;
-    uint64_t *v;
-    if (create) {
-        int created;
-        v = pl_map_put(&c->flow_index, k0, k1, &created);
-        if (created) {
-            pl_flow f = {.s = s, .r = r, .fset = fset, .lane = lane};
-            *v = c->flows.n;
-            rs_vec_push(&c->flows, f);
-        }
-    } else {
-        v = pl_map_get(&c->flow_index, k0, k1);
-        rs_assert(v);
+    int created;
+    uint64_t *v = pl_map_put(&c->flow_index, k0, k1, &created);
+    if (created) {
+        pl_flow f = {.s = s, .r = r, .fset = fset, .lane = lane};
+        *v = c->flows.n;
+        rs_vec_push(&c->flows, f);
     }
     c->last_flow_key = k0 + 1;
     c->last_flow = (uint64_t)fset << 32 | (uint32_t)*v;
@@ -673,7 +669,10 @@ static int part_pass3(pl_ctx *c, const pl_cell *cell, const pl_part *p)
     E.dm = dm;
     if (p->kind != PL_LOCAL) {
         E.win = sender_window(c, p->s, sgi);
-        E.fi = flow_get(c, p->kind == PL_NET ? RS_LANE_NET : RS_LANE_NVL, p->s, p->r, p->key, 0);
+        /* pass 1 met the same parts in the same order */
+        rs_assert(c->pseq < c->pflow.n);
+        E.fi = c->pflow.v[c->pseq++];
+        rs_assert(c->flows.v[E.fi].s == p->s && c->flows.v[E.fi].r == p->r && c->flows.v[E.fi].fset == p->key);
     }
     E.sloc = pl_binding(c, p->s, L->pieces[sgi].buffer);
     E.dloc = pl_binding(c, p->r, L->pieces[dgi].buffer);
@@ -724,11 +723,13 @@ int pl_do_part(pl_ctx *c, const pl_cell *cell, const pl_part *p)
             c->lpt.v[c->lpt.n - 1].unit = c->t->piece_begin;
             pl_prec rec = {(uint32_t)(c->lpt.n - 1) | PL_REC_LPT, 0, p->bytes};
             rs_vec_push(&c->precs, rec);
+            rs_vec_push(&c->pflow, rec.flow);
             return 0;
         }
         uint32_t unit = c->t->piece_begin + p->sslot;
         sender_add(c, p->s, unit, p->bytes);
-        uint32_t fi = flow_get(c, lane, p->s, p->r, p->key, 1);
+        uint32_t fi = flow_get(c, lane, p->s, p->r, p->key);
+        rs_vec_push(&c->pflow, fi);
         size_t n = c->precs.n;
         if (n && c->precs.v[n - 1].flow == fi && c->precs.v[n - 1].unit == unit) {
             c->precs.v[n - 1].bytes += p->bytes;
@@ -738,12 +739,7 @@ int pl_do_part(pl_ctx *c, const pl_cell *cell, const pl_part *p)
         }
         return 0;
     }
-    if (c->pass == 2) {
-        if (lane == RS_LANE_NET) c->st->rank_net_out[p->s] += p->bytes;
-        uint32_t fi = flow_get(c, lane, p->s, p->r, p->key, 0);
-        c->fw_bytes[c->flows.v[fi].win_base + sender_window(c, p->s, c->t->piece_begin + p->sslot)] += p->bytes;
-        return 0;
-    }
+    rs_assert(c->pass == 3); /* pass 2 replays pass 1's records (pl_pass2) */
     return part_pass3(c, cell, p);
 }
 
@@ -781,7 +777,7 @@ void pl_after_pass1(pl_ctx *c)
             if (cand[2 * k] == s) slot = cand[2 * k + 1];
         rs_assert(slot != RS_NONE);
         sender_add(c, s, q->unit + slot, q->bytes);
-        uint32_t fi = flow_get(c, RS_LANE_NET, s, q->r, q->fset, 1);
+        uint32_t fi = flow_get(c, RS_LANE_NET, s, q->r, q->fset);
         c->lpt.v[i].flow = fi; /* for pass 2 */
         c->lpt.v[i].unit = q->unit + slot;
     }
@@ -867,6 +863,11 @@ void pl_pass2(pl_ctx *c)
         c->fw_bytes[fl->win_base + lw] += q->bytes;
     }
     rs_vec_free(&c->precs);
+    /* the parts with several holders: their chosen sender's flow */
+    for (size_t i = 0; i < c->pflow.n; i++)
+        if (c->pflow.v[i] & PL_REC_LPT) c->pflow.v[i] = c->lpt.v[c->pflow.v[i] & ~PL_REC_LPT].flow;
+    c->pseq = 0;
+    pl_map_free(&c->flow_index);
 }
 
 /* Create the coalesced segments of every (flow, round) the senders' streams give, sorted by (round, kind
@@ -1350,6 +1351,8 @@ static uint32_t step_of(const pl_ctx *c, uint32_t rank, int lane, uint32_t k)
 
 int pl_finalize(pl_ctx *c, rs_plan *out)
 {
+    rs_assert(c->pseq == c->pflow.n);
+    rs_vec_free(&c->pflow);
     close_merges(c);
     c->st->rounds = c->nrounds;
     for (size_t i = 0; i < c->segs.n; i++) c->segs.v[i].sbase = c->segs.v[i].rbase = UINT64_MAX;
@@ -1594,6 +1597,7 @@ void pl_schedule_free(pl_ctx *c)
     pl_map_free(&c->flow_index);
     rs_vec_free(&c->flows);
     rs_vec_free(&c->precs);
+    rs_vec_free(&c->pflow);
     free(c->fw_bytes);
     free(c->fw_base);
     free(c->fw_run);

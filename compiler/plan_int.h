@@ -87,18 +87,20 @@ typedef struct {
  * [3, 4] block in a [2, 6] box) boxes are mapped row run by row run. */
 #define PL_NF (2 * PL_ND)
 typedef struct {
+    /* the fields every lookup reads come first (a map is read once per chunk, mostly from cold memory) */
     uint32_t ndim, es;
-    int64_t blo[PL_ND], ext[PL_ND]; /* block origin and extents */
     uint32_t nf;
-    uint8_t fdim[PL_NF];  /* tensor dim of F dim k (outer to inner) */
-    int64_t frad[PL_NF];  /* radix */
-    int64_t fw[PL_NF];    /* weight inside its tensor dim (product of the radices inside it) */
-    uint64_t fstr[PL_NF]; /* byte stride in the buffer */
     int simple;           /* every non-unit tensor dim is one F dim: every sub-box maps to one region */
     int noref;            /* no common refinement: map row runs */
-    uint64_t base;        /* byte offset of the box origin */
-    /* the box, for the no-refinement path */
     uint32_t bnd;
+    uint64_t base;        /* byte offset of the box origin */
+    uint8_t fdim[PL_NF];  /* tensor dim of F dim k (outer to inner) */
+    int64_t blo[PL_ND];   /* block origin */
+    uint64_t fstr[PL_NF]; /* byte stride in the buffer */
+    int64_t ext[PL_ND];   /* block extents */
+    int64_t frad[PL_NF];  /* radix */
+    int64_t fw[PL_NF];    /* weight inside its tensor dim (product of the radices inside it) */
+    /* the box, for the no-refinement path */
     int64_t bext[PL_ND];
     uint64_t bstr[PL_ND];
 } pl_bmap;
@@ -277,6 +279,7 @@ typedef struct pl_ctx {
     uint32_t *bind_buf;
     int64_t (*bind_shape)[PL_ND];
     uint32_t *bind_nd;
+    uint64_t *bind_memo; /* [world]: the last lookup, buffer << 32 | (binding + 1) */
 
     /* current tensor */
     pl_arena tar; /* what lives as long as the tensor: grids, caches, cell sweep */
@@ -332,6 +335,15 @@ int pl_bindings(pl_ctx *c);
 /* The per-block cache of a piece slot of the current tensor: 3 words for block base `base`. */
 uint64_t *pl_block_cache(pl_ctx *c, uint32_t slot, uint32_t base);
 uint32_t pl_binding(const pl_ctx *c, uint32_t rank, uint32_t buffer); /* RS_NONE if not bound */
+/* The same, remembering each rank's last lookup (consecutive parts mostly use the same buffer on a rank). */
+static inline uint32_t pl_binding_memo(pl_ctx *c, uint32_t rank, uint32_t buffer)
+{
+    uint64_t m = c->bind_memo[rank];
+    if ((uint32_t)m && (uint32_t)(m >> 32) == buffer) return (uint32_t)m - 1;
+    uint32_t b = pl_binding(c, rank, buffer);
+    c->bind_memo[rank] = (uint64_t)buffer << 32 | (uint32_t)(b + 1); /* RS_NONE: not remembered */
+    return b;
+}
 int pl_tensor_begin(pl_ctx *c, uint32_t ti);
 int pl_tensor_cells(pl_ctx *c); /* every cell of every destination piece of the tensor -> pl_route */
 void pl_block_of(const pl_ctx *c, uint32_t slot, const uint32_t *ks, int64_t *lo, int64_t *hi);

@@ -71,6 +71,7 @@ int pl_bindings(pl_ctx *c)
     c->bind_buf = rs_xmalloc((v.n + 1) * sizeof *c->bind_buf);
     c->bind_shape = rs_xmalloc((v.n + 1) * sizeof *c->bind_shape);
     c->bind_nd = rs_xmalloc((v.n + 1) * sizeof *c->bind_nd);
+    c->bind_memo = rs_xcalloc(c->world + 1, sizeof *c->bind_memo);
     size_t n = 0;
     int rc = 0;
     for (size_t i = 0; i < v.n; i++) {

@@ -674,14 +674,14 @@ static int part_pass3(pl_ctx *c, const pl_cell *cell, const pl_part *p)
         E.fi = c->pflow.v[c->pseq++];
         rs_assert(c->flows.v[E.fi].s == p->s && c->flows.v[E.fi].r == p->r && c->flows.v[E.fi].fset == p->key);
     }
-    E.sloc = pl_binding(c, p->s, L->pieces[sgi].buffer);
-    E.dloc = pl_binding(c, p->r, L->pieces[dgi].buffer);
+    E.sloc = pl_binding_memo(c, p->s, L->pieces[sgi].buffer);
+    E.dloc = pl_binding_memo(c, p->r, L->pieces[dgi].buffer);
     rs_assert(E.sloc != RS_NONE && E.dloc != RS_NONE);
     if (p->kind == PL_NET) {
         E.f = pl_intern_list(&c->fsets, p->fset, &E.nf);
         if (E.nf > 64) E.flocs = pl_alloc(&c->ar, E.nf * sizeof *E.flocs);
         for (uint32_t q = 0; q < E.nf; q++) {
-            E.flocs[q] = pl_binding(c, E.f[q], L->pieces[dgi].buffer);
+            E.flocs[q] = pl_binding_memo(c, E.f[q], L->pieces[dgi].buffer);
             rs_assert(E.flocs[q] != RS_NONE);
         }
     }

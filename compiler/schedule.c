@@ -1625,4 +1625,7 @@ void pl_schedule_free(pl_ctx *c)
         free(c->usage);
     }
     rs_vec_free(&c->chunk_k);
+#ifdef __GLIBC__
+    malloc_trim(0); /* the planning state was freed in many small pieces: give its pages back for the verifier */
+#endif
 }

@@ -194,6 +194,7 @@ typedef struct {
     uint32_t nwin;
     rs_vec(uint32_t) flows; /* its flows, sorted by receiver */
     uint64_t total;
+    uint32_t last_unit, last_win; /* sender_window's last answer (last_unit: unit + 1, 0 none) */
 } pl_sender;
 
 /* A flow: what one sender sends one receiver on one lane with one key (forward set and class). */

@@ -373,7 +373,25 @@ static int dst_cells(pl_ctx *c, uint32_t dslot)
             el[d][nel[d]++] = (elem_iv){.lo = x, .hi = y, .kd = k};
         }
         if (nel[d] == 0) return 0; /* the destination piece is empty */
-        /* covering source intervals per elementary interval (sorted by slot): count, then fill */
+    }
+
+    /* dims where every held source piece covers every elementary interval with its only interval: no
+     * search needed there */
+    uint8_t trivial[PL_ND];
+    int all_trivial = 1;
+    for (uint32_t d = 0; d < nd; d++) {
+        trivial[d] = 1;
+        for (uint32_t s = 0; s < nsrc && trivial[d]; s++)
+            if (c->tp[s].held && (c->tp[s].K[d] != 1 || c->tp[s].lo[d][0] >= c->tp[s].hi[d][0] ||
+                                  c->tp[s].lo[d][0] > el[d][0].lo || c->tp[s].hi[d][0] < el[d][nel[d] - 1].hi))
+                trivial[d] = 0;
+        if (!trivial[d]) all_trivial = 0;
+    }
+
+    /* covering source intervals per elementary interval (sorted by slot), where the cells look them up:
+     * the dims that are not trivial (dim 0 when all are) */
+    for (uint32_t d = 0; d < nd; d++) {
+        if (trivial[d] && !(all_trivial && d == 0)) continue;
         uint32_t *cnt = pl_alloc(&c->tar, (nel[d] + 1) * sizeof *cnt);
         memset(cnt, 0, (nel[d] + 1) * sizeof *cnt);
         for (int fill = 0; fill < 2; fill++) {
@@ -409,22 +427,6 @@ static int dst_cells(pl_ctx *c, uint32_t dslot)
                 covs[d] = pl_alloc(&c->tar, (2 * (size_t)tot + 2) * sizeof(uint32_t));
             }
         }
-    }
-
-    /* dims where every held source piece covers every elementary interval with its only interval: no
-     * search needed there */
-    uint8_t trivial[PL_ND];
-    uint32_t nheld = 0;
-    for (uint32_t s = 0; s < nsrc; s++) nheld += c->tp[s].held;
-    for (uint32_t d = 0; d < nd; d++) {
-        trivial[d] = 1;
-        for (uint32_t s = 0; s < nsrc && trivial[d]; s++)
-            if (c->tp[s].held && (c->tp[s].K[d] != 1 || c->tp[s].lo[d][0] > el[d][0].lo ||
-                                  c->tp[s].hi[d][0] < el[d][nel[d] - 1].hi))
-                trivial[d] = 0;
-        if (trivial[d])
-            for (uint32_t e = 0; e < nel[d]; e++)
-                if (el[d][e].ncov != nheld) trivial[d] = 0;
     }
 
     /* cells: the product of the elementary intervals */

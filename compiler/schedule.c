@@ -52,10 +52,11 @@ static void sender_add(pl_ctx *c, uint32_t s, uint32_t unit, uint64_t bytes)
     rs_vec_push(&x->ubytes, bytes);
 }
 
-/* Window of the sender's unit (binary search in its sorted units). */
-static uint32_t sender_window(const pl_ctx *c, uint32_t s, uint32_t unit)
+/* Window of the sender's unit (binary search in its sorted units; the last answer is remembered). */
+static uint32_t sender_window(pl_ctx *c, uint32_t s, uint32_t unit)
 {
-    const pl_sender *x = &c->snd[s];
+    pl_sender *x = &c->snd[s];
+    if (x->last_unit == unit + 1) return x->last_win;
     size_t lo = 0, hi = x->unit.n;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -63,6 +64,8 @@ static uint32_t sender_window(const pl_ctx *c, uint32_t s, uint32_t unit)
         else hi = mid;
     }
     rs_assert(lo < x->unit.n && x->unit.v[lo] == unit);
+    x->last_unit = unit + 1;
+    x->last_win = x->win.v[lo];
     return x->win.v[lo];
 }
 
@@ -322,8 +325,9 @@ static void set_local(pl_pop *p, int side, uint32_t loc, const rs_desc *d)
     e->loc = loc;
     e->ndim = d->ndim;
     e->offset = d->offset;
-    memcpy(e->count, d->count, d->ndim * sizeof e->count[0]);
-    memcpy(e->stride, d->stride, d->ndim * sizeof e->stride[0]);
+    /* whole arrays (a fixed size copies without a call): the dims past ndim are 0 in d as in p */
+    memcpy(e->count, d->count, sizeof e->count);
+    memcpy(e->stride, d->stride, sizeof e->stride);
 }
 
 static void set_staging(pl_pop *p, int side, uint32_t item, uint64_t off, uint64_t bytes)

@@ -202,7 +202,9 @@ typedef struct {
     uint32_t s, r, fset; /* fset: the key (forward set | class << 31) */
     uint8_t lane;
     uint32_t win_base; /* into fw arrays: nwin entries */
+    uint32_t next;     /* pass 1: the next flow of the same (s, r) (RS_NONE: the last) */
 } pl_flow;
+#define PL_FLOW_DIRECT 2048 /* worlds up to this many ranks index flows by (s, r) directly (16 MiB at most) */
 
 typedef struct {
     uint32_t s, r, round, fset, tensor; /* tensor: RS_NONE when it carries several */
@@ -304,7 +306,8 @@ typedef struct pl_ctx {
 
     /* schedule */
     pl_sender *snd; /* [world] */
-    pl_map flow_index;
+    pl_map flow_index;     /* (lane, s, r, key) -> flow, for worlds above PL_FLOW_DIRECT ranks */
+    uint32_t *flow_first;  /* [world * world]: the first flow of (s, r), for worlds up to PL_FLOW_DIRECT */
     rs_vec(pl_flow) flows;
     rs_vec(pl_prec) precs; /* pass 1: every NET and NVL part, for pass 2 */
     pl_u32vec pflow;       /* the flow of every NET and NVL part in routing order (pass 3 routes the same) */

@@ -28,16 +28,35 @@ static uint32_t flow_get(pl_ctx *c, uint8_t lane, uint32_t s, uint32_t r, uint32
 {
     uint64_t k0 = (uint64_t)lane << 62 | (uint64_t)s << 32 | r, k1 = fset;
     if (c->last_flow_key == k0 + 1 && c->last_flow >> 32 == fset) return (uint32_t)c->last_flow;
-    int created;
-    uint64_t *v = pl_map_put(&c->flow_index, k0, k1, &created);
-    if (created) {
-        pl_flow f = {.s = s, .r = r, .fset = fset, .lane = lane};
-        *v = c->flows.n;
-        rs_vec_push(&c->flows, f);
+    uint32_t id;
+    if (c->world <= PL_FLOW_DIRECT) {
+        /* the flows of (s, r) in a chain from a table over all pairs */
+        if (!c->flow_first) {
+            c->flow_first = rs_xmalloc((size_t)c->world * c->world * sizeof *c->flow_first);
+            memset(c->flow_first, 0xff, (size_t)c->world * c->world * sizeof *c->flow_first);
+        }
+        uint32_t *at = &c->flow_first[(size_t)s * c->world + r];
+        while (*at != RS_NONE && (c->flows.v[*at].lane != lane || c->flows.v[*at].fset != fset))
+            at = &c->flows.v[*at].next;
+        id = *at;
+        if (id == RS_NONE) {
+            pl_flow f = {.s = s, .r = r, .fset = fset, .lane = lane, .next = RS_NONE};
+            id = *at = (uint32_t)c->flows.n; /* before the push: at may point into flows */
+            rs_vec_push(&c->flows, f);
+        }
+    } else {
+        int created;
+        uint64_t *v = pl_map_put(&c->flow_index, k0, k1, &created);
+        if (created) {
+            pl_flow f = {.s = s, .r = r, .fset = fset, .lane = lane, .next = RS_NONE};
+            *v = c->flows.n;
+            rs_vec_push(&c->flows, f);
+        }
+        id = (uint32_t)*v;
     }
     c->last_flow_key = k0 + 1;
-    c->last_flow = (uint64_t)fset << 32 | (uint32_t)*v;
-    return (uint32_t)*v;
+    c->last_flow = (uint64_t)fset << 32 | id;
+    return id;
 }
 
 static void sender_add(pl_ctx *c, uint32_t s, uint32_t unit, uint64_t bytes)
@@ -872,6 +891,8 @@ void pl_pass2(pl_ctx *c)
         if (c->pflow.v[i] & PL_REC_LPT) c->pflow.v[i] = c->lpt.v[c->pflow.v[i] & ~PL_REC_LPT].flow;
     c->pseq = 0;
     pl_map_free(&c->flow_index);
+    free(c->flow_first);
+    c->flow_first = NULL;
 }
 
 /* Create the coalesced segments of every (flow, round) the senders' streams give, sorted by (round, kind
@@ -1599,6 +1620,7 @@ void pl_schedule_free(pl_ctx *c)
         free(c->snd);
     }
     pl_map_free(&c->flow_index);
+    free(c->flow_first);
     rs_vec_free(&c->flows);
     rs_vec_free(&c->precs);
     rs_vec_free(&c->pflow);

@@ -250,8 +250,12 @@ static void add_pop(pl_ctx *c, uint32_t sbid, const pl_pop *x, uint32_t lane_tag
     uint32_t cur = e->cur, prev = e->prev;
     if (cur && try_extend(&b->pops.v[cur - 1], x, c->o->strided_reads)) return;
     if (cur) {
-        if (prev && try_extend(&b->pops.v[prev - 1], &b->pops.v[cur - 1], c->o->strided_reads)) b->pops.v[cur - 1].dead = 1;
-        else prev = cur;
+        if (prev && try_extend(&b->pops.v[prev - 1], &b->pops.v[cur - 1], c->o->strided_reads)) {
+            b->pops.v[cur - 1].dead = 1;
+            if (cur == b->pops.n) b->pops.n--; /* the last op: x takes its place (no slot refers to it) */
+        } else {
+            prev = cur;
+        }
     }
     rs_vec_push(&b->pops, *x);
     e->cur = (uint32_t)b->pops.n;

@@ -218,7 +218,7 @@ static pl_mslot *mslot_find(pl_stepb *b, uint32_t sloc, uint32_t dloc, uint32_t 
 }
 
 /* The merge slot of (tag, sloc, dloc) in step b; a new one has cur == 0 (the caller sets it). */
-static pl_mslot *mslot_get(pl_stepb *b, uint32_t sloc, uint32_t dloc, uint32_t tag)
+static pl_mslot *mslot_get(pl_ctx *c, pl_stepb *b, uint32_t sloc, uint32_t dloc, uint32_t tag)
 {
     if (b->mcap) {
         pl_mslot *e = mslot_find(b, sloc, dloc, tag);
@@ -228,10 +228,10 @@ static pl_mslot *mslot_get(pl_stepb *b, uint32_t sloc, uint32_t dloc, uint32_t t
         pl_mslot *old = b->mt;
         uint32_t ocap = b->mcap;
         b->mcap = ocap ? ocap * 2 : 8;
-        b->mt = rs_xcalloc(b->mcap, sizeof *b->mt);
+        b->mt = pl_alloc(&c->mar, b->mcap * sizeof *b->mt); /* the old table stays in the arena */
+        memset(b->mt, 0, b->mcap * sizeof *b->mt);
         for (uint32_t i = 0; i < ocap; i++)
             if (old[i].cur) *mslot_find(b, old[i].sloc, old[i].dloc, old[i].tag) = old[i];
-        free(old);
     }
     pl_mslot *e = mslot_find(b, sloc, dloc, tag);
     e->sloc = sloc;
@@ -246,7 +246,7 @@ static pl_mslot *mslot_get(pl_stepb *b, uint32_t sloc, uint32_t dloc, uint32_t t
 static void add_pop(pl_ctx *c, uint32_t sbid, const pl_pop *x, uint32_t lane_tag)
 {
     pl_stepb *b = &c->steps.v[sbid];
-    pl_mslot *e = mslot_get(b, x->d[0].loc, x->d[1].loc, x->code | lane_tag << 8);
+    pl_mslot *e = mslot_get(c, b, x->d[0].loc, x->d[1].loc, x->code | lane_tag << 8);
     uint32_t cur = e->cur, prev = e->prev;
     if (cur && try_extend(&b->pops.v[cur - 1], x, c->o->strided_reads)) return;
     if (cur) {
@@ -271,10 +271,10 @@ static void close_merges(pl_ctx *c)
             if (cur && prev && try_extend(&b->pops.v[prev - 1], &b->pops.v[cur - 1], c->o->strided_reads))
                 b->pops.v[cur - 1].dead = 1;
         }
-        free(b->mt);
         b->mt = NULL;
         b->mcap = b->mn = 0;
     }
+    pl_arena_free(&c->mar);
 }
 
 /* ---- segments ---- */
@@ -1642,7 +1642,6 @@ void pl_schedule_free(pl_ctx *c)
         rs_vec_free(&c->steps.v[i].pops);
         rs_vec_free(&c->steps.v[i].out);
         rs_vec_free(&c->steps.v[i].in);
-        free(c->steps.v[i].mt);
     }
     rs_vec_free(&c->steps);
     if (c->rank_steps) {
@@ -1655,6 +1654,7 @@ void pl_schedule_free(pl_ctx *c)
         free(c->usage);
     }
     rs_vec_free(&c->chunk_k);
+    pl_arena_free(&c->mar);
 #ifdef __GLIBC__
     malloc_trim(0); /* the planning state was freed in many small pieces: give its pages back for the verifier */
 #endif

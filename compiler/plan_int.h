@@ -34,6 +34,7 @@ typedef struct {
     pl_map index;
     rs_vec(uint32_t) data;
     rs_vec(uint32_t) begin; /* [n + 1] */
+    uint32_t last;          /* the id added last (callers often add the same list again) */
 } pl_intern;
 void pl_intern_init(pl_intern *t);
 uint32_t pl_intern_add(pl_intern *t, const uint32_t *v, uint32_t n);
@@ -44,13 +45,21 @@ static inline const uint32_t *pl_intern_list(const pl_intern *t, uint32_t id, ui
 }
 void pl_intern_free(pl_intern *t);
 
-/* Bump allocator, reset per tensor. */
+/* Bump allocator (reset per tensor, or per cell). */
 typedef struct {
     char *buf;
     size_t used, cap;
     rs_vec(char *) old;
 } pl_arena;
-void *pl_alloc(pl_arena *a, size_t n);
+void *pl_alloc_slow(pl_arena *a, size_t n); /* n rounded up: a new buffer */
+static inline void *pl_alloc(pl_arena *a, size_t n)
+{
+    n = (n + 15) & ~(size_t)15;
+    if (a->used + n > a->cap) return pl_alloc_slow(a, n);
+    void *p = a->buf + a->used;
+    a->used += n;
+    return p;
+}
 void pl_arena_reset(pl_arena *a);
 void pl_arena_free(pl_arena *a);
 
@@ -78,18 +87,20 @@ typedef struct {
  * [3, 4] block in a [2, 6] box) boxes are mapped row run by row run. */
 #define PL_NF (2 * PL_ND)
 typedef struct {
+    /* the fields every lookup reads come first (a map is read once per chunk, mostly from cold memory) */
     uint32_t ndim, es;
-    int64_t blo[PL_ND], ext[PL_ND]; /* block origin and extents */
     uint32_t nf;
-    uint8_t fdim[PL_NF];  /* tensor dim of F dim k (outer to inner) */
-    int64_t frad[PL_NF];  /* radix */
-    int64_t fw[PL_NF];    /* weight inside its tensor dim (product of the radices inside it) */
-    uint64_t fstr[PL_NF]; /* byte stride in the buffer */
     int simple;           /* every non-unit tensor dim is one F dim: every sub-box maps to one region */
     int noref;            /* no common refinement: map row runs */
-    uint64_t base;        /* byte offset of the box origin */
-    /* the box, for the no-refinement path */
     uint32_t bnd;
+    uint64_t base;        /* byte offset of the box origin */
+    uint8_t fdim[PL_NF];  /* tensor dim of F dim k (outer to inner) */
+    int64_t blo[PL_ND];   /* block origin */
+    uint64_t fstr[PL_NF]; /* byte stride in the buffer */
+    int64_t ext[PL_ND];   /* block extents */
+    int64_t frad[PL_NF];  /* radix */
+    int64_t fw[PL_NF];    /* weight inside its tensor dim (product of the radices inside it) */
+    /* the box, for the no-refinement path */
     int64_t bext[PL_ND];
     uint64_t bstr[PL_ND];
 } pl_bmap;
@@ -160,7 +171,16 @@ typedef struct {
 typedef struct {
     uint64_t bytes;
     uint32_t cand, seq, unit, r, fset; /* unit: the tensor's first piece (+ the sender's slot = its unit); fset: the key */
+    uint32_t flow;                     /* after pass 1: the chosen sender's flow (and unit: its unit) */
 } pl_lpt;
+
+/* A part as pass 2 needs it (recorded in pass 1): its flow and unit, or (PL_REC_LPT) the LPT record whose
+ * chosen sender fixes both; consecutive parts of one flow and unit are added up. */
+#define PL_REC_LPT (1u << 31)
+typedef struct {
+    uint32_t flow, unit;
+    uint64_t bytes;
+} pl_prec;
 
 /* ---- the context ---- */
 typedef struct pl_stepb pl_stepb;
@@ -174,6 +194,7 @@ typedef struct {
     uint32_t nwin;
     rs_vec(uint32_t) flows; /* its flows, sorted by receiver */
     uint64_t total;
+    uint32_t last_unit, last_win; /* sender_window's last answer (last_unit: unit + 1, 0 none) */
 } pl_sender;
 
 /* A flow: what one sender sends one receiver on one lane with one key (forward set and class). */
@@ -181,7 +202,9 @@ typedef struct {
     uint32_t s, r, fset; /* fset: the key (forward set | class << 31) */
     uint8_t lane;
     uint32_t win_base; /* into fw arrays: nwin entries */
+    uint32_t next;     /* pass 1: the next flow of the same (s, r) (RS_NONE: the last) */
 } pl_flow;
+#define PL_FLOW_DIRECT 2048 /* worlds up to this many ranks index flows by (s, r) directly (16 MiB at most) */
 
 typedef struct {
     uint32_t s, r, round, fset, tensor; /* tensor: RS_NONE when it carries several */
@@ -191,10 +214,11 @@ typedef struct {
     uint32_t src_loc, dst_loc;
     uint64_t src_off, dst_off;
     uint64_t sbase, rbase; /* staging offsets on sender / receiver (finalize) */
+    uint32_t sb, rb;       /* the step builders of sender and receiver */
 } pl_seg;
 
 typedef struct {
-    uint32_t seg, f, in_idx;
+    uint32_t seg, f, in_idx, fb; /* fb: the forward peer's step builder */
     uint8_t zc;
     uint32_t dst_loc;
     uint64_t dst_off;
@@ -221,6 +245,12 @@ typedef struct {
     pl_pdesc d[2];
 } pl_pop;
 
+/* Merge state of a step for one (code, row tag, source loc, destination loc): its latest op and the live
+ * one before it (1-based pops indices); a slot with cur == 0 is empty. */
+typedef struct {
+    uint32_t sloc, dloc, tag, cur, prev;
+} pl_mslot;
+
 struct pl_stepb {
     uint32_t rank;
     int32_t round; /* -1: the local-copy step */
@@ -228,6 +258,8 @@ struct pl_stepb {
     rs_vec(pl_pop) pops;
     rs_vec(uint32_t) out;      /* seg ids this rank sends in this step */
     rs_vec(uint64_t) in;       /* received items: seg id << 1 (direct receiver) or inst id << 1 | 1 */
+    pl_mslot *mt;              /* merge state (open addressing, mcap a power of two) */
+    uint32_t mcap, mn;
 };
 
 typedef struct pl_ctx {
@@ -250,9 +282,11 @@ typedef struct pl_ctx {
     uint32_t *bind_buf;
     int64_t (*bind_shape)[PL_ND];
     uint32_t *bind_nd;
+    uint64_t *bind_memo; /* [world]: the last lookup, buffer << 32 | (binding + 1) */
 
     /* current tensor */
-    pl_arena ar;
+    pl_arena tar; /* what lives as long as the tensor: grids, caches, cell sweep */
+    pl_arena ar;  /* scratch of one cell's routing (reset after each cell) */
     const rs_tensor *t;
     uint32_t ti, npiece;
     pl_tp *tp;
@@ -272,8 +306,12 @@ typedef struct pl_ctx {
 
     /* schedule */
     pl_sender *snd; /* [world] */
-    pl_map flow_index;
+    pl_map flow_index;     /* (lane, s, r, key) -> flow, for worlds above PL_FLOW_DIRECT ranks */
+    uint32_t *flow_first;  /* [world * world]: the first flow of (s, r), for worlds up to PL_FLOW_DIRECT */
     rs_vec(pl_flow) flows;
+    rs_vec(pl_prec) precs; /* pass 1: every NET and NVL part, for pass 2 */
+    pl_u32vec pflow;       /* the flow of every NET and NVL part in routing order (pass 3 routes the same) */
+    size_t pseq;           /* pass 3: the next part's index in pflow */
     uint64_t *fw_bytes, *fw_base, *fw_run; /* per (flow, window): bytes, offset in the flow, bytes placed so far */
     uint32_t nfw;
     /* rounds of every flow's bytes (after pass 2): flow f's byte range ending at rt_end[i] goes in round
@@ -281,14 +319,15 @@ typedef struct pl_ctx {
     uint32_t *rt_begin;
     uint64_t *rt_end;
     uint32_t *rt_round;
+    uint32_t *rt_seg;   /* the segment laid out for entry i (seg_precreate) */
     rs_vec(pl_seg) segs;
     rs_vec(pl_inst) insts;
     pl_map seg_index;
     rs_vec(pl_stepb) steps;
+    pl_arena mar;                 /* the steps' merge tables (freed after pass 3) */
     pl_u32vec *rank_steps;        /* [world * 2]: per rank and lane, step builder per round */
     uint32_t *local_step;          /* [world] */
     pl_u64vec *usage;             /* [world]: staging charged per round */
-    pl_map merge;
     uint32_t nrounds;
     uint64_t last_flow_key, last_flow;
     uint64_t last_seg_key, last_seg;
@@ -301,6 +340,15 @@ int pl_bindings(pl_ctx *c);
 /* The per-block cache of a piece slot of the current tensor: 3 words for block base `base`. */
 uint64_t *pl_block_cache(pl_ctx *c, uint32_t slot, uint32_t base);
 uint32_t pl_binding(const pl_ctx *c, uint32_t rank, uint32_t buffer); /* RS_NONE if not bound */
+/* The same, remembering each rank's last lookup (consecutive parts mostly use the same buffer on a rank). */
+static inline uint32_t pl_binding_memo(pl_ctx *c, uint32_t rank, uint32_t buffer)
+{
+    uint64_t m = c->bind_memo[rank];
+    if ((uint32_t)m && (uint32_t)(m >> 32) == buffer) return (uint32_t)m - 1;
+    uint32_t b = pl_binding(c, rank, buffer);
+    c->bind_memo[rank] = (uint64_t)buffer << 32 | (uint32_t)(b + 1); /* RS_NONE: not remembered */
+    return b;
+}
 int pl_tensor_begin(pl_ctx *c, uint32_t ti);
 int pl_tensor_cells(pl_ctx *c); /* every cell of every destination piece of the tensor -> pl_route */
 void pl_block_of(const pl_ctx *c, uint32_t slot, const uint32_t *ks, int64_t *lo, int64_t *hi);
@@ -316,6 +364,7 @@ void pl_lpt_solve(pl_ctx *c);
 /* schedule.c */
 int pl_do_part(pl_ctx *c, const pl_cell *cell, const pl_part *p); /* the pass's work on one part */
 void pl_after_pass1(pl_ctx *c);
+void pl_pass2(pl_ctx *c); /* pass 2 from the parts pass 1 recorded (the same routing, without redoing it) */
 void pl_after_pass2(pl_ctx *c);
 int pl_finalize(pl_ctx *c, rs_plan *out);
 void pl_schedule_free(pl_ctx *c);

@@ -98,6 +98,9 @@ void pl_intern_init(pl_intern *t)
 uint32_t pl_intern_add(pl_intern *t, const uint32_t *v, uint32_t n)
 {
     if (n == 0) return 0;
+    uint32_t m0;
+    const uint32_t *w0 = pl_intern_list(t, t->last, &m0);
+    if (m0 == n && !memcmp(v, w0, n * sizeof *v)) return t->last;
     uint64_t h = rs_hash64(v, n * sizeof *v, n) >> 1; /* never all ones */
     for (uint64_t probe = 0;; probe++) {
         int created;
@@ -109,11 +112,11 @@ uint32_t pl_intern_add(pl_intern *t, const uint32_t *v, uint32_t n)
             t->data.n += n;
             rs_vec_push(&t->begin, (uint32_t)t->data.n);
             *slot = id;
-            return id;
+            return t->last = id;
         }
         uint32_t m, id = (uint32_t)*slot;
         const uint32_t *w = pl_intern_list(t, id, &m);
-        if (m == n && !memcmp(v, w, n * sizeof *v)) return id;
+        if (m == n && !memcmp(v, w, n * sizeof *v)) return t->last = id;
     }
 }
 
@@ -126,18 +129,13 @@ void pl_intern_free(pl_intern *t)
 
 /* ---- arena ---- */
 
-void *pl_alloc(pl_arena *a, size_t n)
+void *pl_alloc_slow(pl_arena *a, size_t n)
 {
-    n = (n + 15) & ~(size_t)15;
-    if (a->used + n > a->cap) {
-        if (a->buf) rs_vec_push(&a->old, a->buf);
-        a->cap = n > (1u << 20) ? n : (1u << 20);
-        a->buf = rs_xmalloc(a->cap);
-        a->used = 0;
-    }
-    void *p = a->buf + a->used;
-    a->used += n;
-    return p;
+    if (a->buf) rs_vec_push(&a->old, a->buf);
+    a->cap = n > (1u << 20) ? n : (1u << 20);
+    a->buf = rs_xmalloc(a->cap);
+    a->used = n;
+    return a->buf;
 }
 
 void pl_arena_reset(pl_arena *a)
@@ -272,11 +270,13 @@ static double now_s(void)
 static void ctx_free(pl_ctx *c)
 {
     pl_arena_free(&c->ar);
+    pl_arena_free(&c->tar);
     pl_map_free(&c->tcache);
     free(c->bind_begin);
     free(c->bind_buf);
     free(c->bind_shape);
     free(c->bind_nd);
+    free(c->bind_memo);
     free(c->net_in);
     free(c->nvl_out);
     free(c->nic_out);
@@ -369,7 +369,7 @@ int rs_planner_plan(rs_layout *L, const rs_plan_opts *o, rs_plan *out, rs_plan_s
         pl_lpt_solve(&c);
         pl_after_pass1(&c);
         LAP(1);
-        rc = run_pass(&c, 2);
+        pl_pass2(&c);
         LAP(2);
     }
     if (!rc) {

@@ -71,6 +71,7 @@ int pl_bindings(pl_ctx *c)
     c->bind_buf = rs_xmalloc((v.n + 1) * sizeof *c->bind_buf);
     c->bind_shape = rs_xmalloc((v.n + 1) * sizeof *c->bind_shape);
     c->bind_nd = rs_xmalloc((v.n + 1) * sizeof *c->bind_nd);
+    c->bind_memo = rs_xcalloc(c->world + 1, sizeof *c->bind_memo);
     size_t n = 0;
     int rc = 0;
     for (size_t i = 0; i < v.n; i++) {
@@ -139,7 +140,7 @@ static void build_tp(pl_ctx *c, uint32_t gi, pl_tp *x)
     x->nrep = 1;
     for (uint32_t a = 0; a < m->naxes; a++)
         if (role[a] == 0) x->nrep *= (uint32_t)m->size[a];
-    x->rep = pl_alloc(&c->ar, x->nrep * sizeof *x->rep);
+    x->rep = pl_alloc(&c->tar, x->nrep * sizeof *x->rep);
     x->rep[0] = 0;
     uint32_t n = 1;
     for (uint32_t a = 0; a < m->naxes; a++) {
@@ -157,9 +158,9 @@ static void build_tp(pl_ctx *c, uint32_t gi, pl_tp *x)
         for (uint32_t k = 0; k < p->nplace; k++)
             if (pl[k].kind == RS_PLACE_SHARD && pl[k].dim == d) K *= (uint32_t)m->size[pl[k].axis];
         x->K[d] = K;
-        x->lo[d] = pl_alloc(&c->ar, K * sizeof(int64_t));
-        x->hi[d] = pl_alloc(&c->ar, K * sizeof(int64_t));
-        x->lin[d] = pl_alloc(&c->ar, K * sizeof(uint32_t));
+        x->lo[d] = pl_alloc(&c->tar, K * sizeof(int64_t));
+        x->hi[d] = pl_alloc(&c->tar, K * sizeof(int64_t));
+        x->lin[d] = pl_alloc(&c->tar, K * sizeof(uint32_t));
         x->lo[d][0] = slo[d];
         x->hi[d][0] = shi[d];
         x->lin[d][0] = 0;
@@ -190,7 +191,7 @@ uint64_t *pl_block_cache(pl_ctx *c, uint32_t slot, uint32_t base)
 {
     pl_tp *x = &c->tp[slot];
     if (!x->cache) {
-        x->cache = pl_alloc(&c->ar, (size_t)x->span * 3 * sizeof *x->cache);
+        x->cache = pl_alloc(&c->tar, (size_t)x->span * 3 * sizeof *x->cache);
         memset(x->cache, 0, (size_t)x->span * 3 * sizeof *x->cache);
     }
     rs_assert(base >= x->pin_base && base - x->pin_base < x->span);
@@ -199,12 +200,13 @@ uint64_t *pl_block_cache(pl_ctx *c, uint32_t slot, uint32_t base)
 
 int pl_tensor_begin(pl_ctx *c, uint32_t ti)
 {
+    pl_arena_reset(&c->tar);
     pl_arena_reset(&c->ar);
     pl_map_clear(&c->tcache);
     c->ti = ti;
     c->t = &c->L->tensors[ti];
     c->npiece = c->t->nsrc + c->t->ndst;
-    c->tp = pl_alloc(&c->ar, (c->npiece + 1) * sizeof *c->tp);
+    c->tp = pl_alloc(&c->tar, (c->npiece + 1) * sizeof *c->tp);
     for (uint32_t k = 0; k < c->npiece; k++) build_tp(c, c->t->piece_begin + k, &c->tp[k]);
     return 0;
 }
@@ -228,7 +230,7 @@ static const uint32_t *block_ranks(pl_ctx *c, uint32_t slot, uint32_t base, uint
         *n = r[0];
         return r + 1;
     }
-    uint32_t *r = pl_alloc(&c->ar, (x->nrep + 1) * sizeof *r);
+    uint32_t *r = pl_alloc(&c->tar, (x->nrep + 1) * sizeof *r);
     r[0] = x->nrep;
     for (uint32_t j = 0; j < x->nrep; j++) r[1 + j] = (uint32_t)x->m->ranks[base + x->rep[j]];
     /* insertion sort: replica lists are short and usually sorted already */
@@ -346,7 +348,7 @@ static int dst_cells(pl_ctx *c, uint32_t dslot)
         uint32_t cap = 2 * D->K[d];
         for (uint32_t s = 0; s < nsrc; s++)
             if (c->tp[s].held) cap += 2 * c->tp[s].K[d];
-        int64_t *bp = pl_alloc(&c->ar, (cap + 1) * sizeof *bp);
+        int64_t *bp = pl_alloc(&c->tar, (cap + 1) * sizeof *bp);
         uint32_t nb = 0;
         for (uint32_t k = 0; k < D->K[d]; k++)
             if (D->lo[d][k] < D->hi[d][k]) bp[nb++] = D->lo[d][k], bp[nb++] = D->hi[d][k];
@@ -360,7 +362,7 @@ static int dst_cells(pl_ctx *c, uint32_t dslot)
         for (uint32_t i = 0; i < nb; i++)
             if (!u || bp[u - 1] != bp[i]) bp[u++] = bp[i];
         /* elementary intervals inside destination intervals (ordered, non-overlapping) */
-        el[d] = pl_alloc(&c->ar, (u + 1) * sizeof(elem_iv));
+        el[d] = pl_alloc(&c->tar, (u + 1) * sizeof(elem_iv));
         nel[d] = 0;
         uint32_t k = 0;
         for (uint32_t i = 0; i + 1 < u; i++) {
@@ -371,8 +373,26 @@ static int dst_cells(pl_ctx *c, uint32_t dslot)
             el[d][nel[d]++] = (elem_iv){.lo = x, .hi = y, .kd = k};
         }
         if (nel[d] == 0) return 0; /* the destination piece is empty */
-        /* covering source intervals per elementary interval (sorted by slot): count, then fill */
-        uint32_t *cnt = pl_alloc(&c->ar, (nel[d] + 1) * sizeof *cnt);
+    }
+
+    /* dims where every held source piece covers every elementary interval with its only interval: no
+     * search needed there */
+    uint8_t trivial[PL_ND];
+    int all_trivial = 1;
+    for (uint32_t d = 0; d < nd; d++) {
+        trivial[d] = 1;
+        for (uint32_t s = 0; s < nsrc && trivial[d]; s++)
+            if (c->tp[s].held && (c->tp[s].K[d] != 1 || c->tp[s].lo[d][0] >= c->tp[s].hi[d][0] ||
+                                  c->tp[s].lo[d][0] > el[d][0].lo || c->tp[s].hi[d][0] < el[d][nel[d] - 1].hi))
+                trivial[d] = 0;
+        if (!trivial[d]) all_trivial = 0;
+    }
+
+    /* covering source intervals per elementary interval (sorted by slot), where the cells look them up:
+     * the dims that are not trivial (dim 0 when all are) */
+    for (uint32_t d = 0; d < nd; d++) {
+        if (trivial[d] && !(all_trivial && d == 0)) continue;
+        uint32_t *cnt = pl_alloc(&c->tar, (nel[d] + 1) * sizeof *cnt);
         memset(cnt, 0, (nel[d] + 1) * sizeof *cnt);
         for (int fill = 0; fill < 2; fill++) {
             for (uint32_t s = 0; s < nsrc; s++) {
@@ -404,25 +424,9 @@ static int dst_cells(pl_ctx *c, uint32_t dslot)
                     el[d][e].cov = tot;
                     tot += cnt[e];
                 }
-                covs[d] = pl_alloc(&c->ar, (2 * (size_t)tot + 2) * sizeof(uint32_t));
+                covs[d] = pl_alloc(&c->tar, (2 * (size_t)tot + 2) * sizeof(uint32_t));
             }
         }
-    }
-
-    /* dims where every held source piece covers every elementary interval with its only interval: no
-     * search needed there */
-    uint8_t trivial[PL_ND];
-    uint32_t nheld = 0;
-    for (uint32_t s = 0; s < nsrc; s++) nheld += c->tp[s].held;
-    for (uint32_t d = 0; d < nd; d++) {
-        trivial[d] = 1;
-        for (uint32_t s = 0; s < nsrc && trivial[d]; s++)
-            if (c->tp[s].held && (c->tp[s].K[d] != 1 || c->tp[s].lo[d][0] > el[d][0].lo ||
-                                  c->tp[s].hi[d][0] < el[d][nel[d] - 1].hi))
-                trivial[d] = 0;
-        if (trivial[d])
-            for (uint32_t e = 0; e < nel[d]; e++)
-                if (el[d][e].ncov != nheld) trivial[d] = 0;
     }
 
     /* cells: the product of the elementary intervals */
@@ -442,8 +446,8 @@ static int dst_cells(pl_ctx *c, uint32_t dslot)
     uint32_t *cover_slot = cover_slot_buf;
     uint32_t (*cover_ks)[PL_ND] = cover_ks_buf;
     if (nsrc > 64) {
-        cover_slot = pl_alloc(&c->ar, nsrc * sizeof *cover_slot);
-        cover_ks = pl_alloc(&c->ar, nsrc * sizeof *cover_ks);
+        cover_slot = pl_alloc(&c->tar, nsrc * sizeof *cover_slot);
+        cover_ks = pl_alloc(&c->tar, nsrc * sizeof *cover_ks);
     }
     for (;;) {
         uint64_t elems = 1;
@@ -498,6 +502,7 @@ static int dst_cells(pl_ctx *c, uint32_t dslot)
             cell.cand = cell_cands(c, ncover, cover_slot, cover_ks);
             if (c->pass == 1) c->st->cells++;
             if (cell.ndr && pl_route(c, &cell)) return -1;
+            pl_arena_reset(&c->ar); /* the routing's scratch */
         }
         int d = (int)nd - 1;
         for (; d >= 0; d--) {

@@ -699,6 +699,36 @@ static int affine(const vctx *c, const vpiece *v, const rs_desc *e, uint64_t rel
     return 1;
 }
 
+/* The longest run of m < n elements from rel (a one-dim e) that affine maps as one image, in closed form
+ * (0: not known, search). Such runs are m <= frad[K] - x[K] along the innermost F dim, or, while the run
+ * starts at 0 of that dim and the next one out is contiguous with it, whole multiples of its span: a
+ * relay's byte ranges over a destination binding end mid-row, and a binary search with affine (which is
+ * not monotone over those runs) took its rows one by one, O(log n) affine calls each. */
+static uint64_t affine_prefix(const vctx *c, const vpiece *v, uint64_t rel, uint64_t n)
+{
+    if (v->noref || v->nf == 0 || n < 2) return 0;
+    uint32_t nf = v->nf;
+    const int64_t *frad = V_FRAD(c, v);
+    const uint64_t *fphi = (const uint64_t *)V_FPHI(c, v);
+    uint64_t x[VNF], r = rel;
+    for (uint32_t k = 0; k < nf; k++) {
+        x[k] = r / fphi[k];
+        r %= fphi[k];
+        if (x[k] >= (uint64_t)frad[k]) return 0;
+    }
+    if (r) return 0;
+    uint64_t best = 0, span = 1; /* span: elements of one step of dim k */
+    for (int k = (int)nf - 1; k >= 0; k--) {
+        uint64_t j = (n - 1) / span, room = (uint64_t)frad[k] - x[k];
+        if (j > room) j = room;
+        if (j && span * j > best) best = span * j;
+        if (x[k] != 0 || k == 0 || fphi[k - 1] != (uint64_t)frad[k] * fphi[k]) break;
+        span *= (uint64_t)frad[k];
+        if (span > n - 1) break;
+    }
+    return best;
+}
+
 /* Decompose one desc (bytes, element aligned) of (rank, loc) into pieces and tensor descs. */
 static int dec_desc(vctx *c, uint32_t rank, uint32_t loc, const rs_desc *d0, vseg_vec *out, int depth)
 {
@@ -772,9 +802,16 @@ again:
         char w[160];
         return vfail(c, "%s: an element of rank %u cannot be mapped to its tensor", op_where(c, w, sizeof w), rank);
     }
-    /* cut the run where the piece's innermost structure ends: find the longest mappable prefix by halving */
+    /* cut the run where the piece's innermost structure ends: the longest mappable prefix, or one found by
+     * halving */
     uint64_t lo = 1, hi = n; /* lo is mappable (one element maps when inside the piece) */
     rs_desc pre = *d;
+    if (e.offset >= v->box_off) {
+        uint64_t m = affine_prefix(c, v, rel, n);
+        rs_desc t = e, td;
+        t.count[0] = m;
+        if (m && affine(c, v, &t, rel, &td)) lo = hi = m; /* (affine confirms: it may still refuse, e.g. dims) */
+    }
     while (lo + 1 < hi) {
         uint64_t mid = lo + (hi - lo) / 2;
         rs_desc t = e, td;

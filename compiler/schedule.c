@@ -950,8 +950,8 @@ static void seg_precreate(pl_ctx *c)
 /* ---- rounds: every flow's bytes filled into rounds of balanced links ----
  *
  * A round is one NET step and one NVL step on every rank involved, ended by the slowest message of the
- * step; a round therefore costs what its busiest link carries. The senders' streams (block of windows by
- * block, receivers in a rotation that starts at a different receiver for every sender) are walked in the order
+ * step; a round therefore costs what its busiest link carries. The senders' streams (window by window,
+ * receivers in a rotation that starts at a different receiver for every sender) are walked in the order
  * their bytes would leave at full rate (stream offset, then sender), and each piece of a flow goes to the
  * earliest rounds in which both its sender's out-budget and its receiver's in-budget (c->cs per lane)
  * have room, splitting across rounds as needed: every round moves at most one budget through every NIC
@@ -1003,25 +1003,16 @@ static void fill_rounds(pl_ctx *c)
         uint32_t nr = (uint32_t)x->flows.n;
         uint32_t phi = (uint32_t)((uint64_t)ord * nr / nsenders);
         ord++;
-        /* windows in blocks of about a quarter of a round's budget per receiver; within a block, each
-         * receiver's windows back to back (receivers in rotation): fewer senders per receiver per round */
-        uint64_t cur = 0, tgt = c->cs / 4 * nr;
-        for (uint32_t w0 = 0, w1; w0 < x->nwin; w0 = w1) {
-            uint64_t acc = 0;
-            for (w1 = w0; w1 < x->nwin && (w1 == w0 || acc < tgt); w1++)
-                for (uint32_t q = 0; q < nr; q++) acc += c->fw_bytes[c->flows.v[x->flows.v[q]].win_base + w1];
+        uint64_t cur = 0;
+        for (uint32_t w = 0; w < x->nwin; w++)
             for (uint32_t q = 0; q < nr; q++) {
                 uint32_t f = x->flows.v[(phi + q) % nr];
-                if (c->flows.v[f].fset & PL_KEY_RELAY) continue; /* relays: rounds set in pass 3 */
-                for (uint32_t w = w0; w < w1; w++) {
-                    uint64_t n = c->fw_bytes[c->flows.v[f].win_base + w];
-                    if (!n) continue;
-                    fill_item it = {cur, s, f, w, seq++};
-                    rs_vec_push(&items, it);
-                    cur += n;
-                }
+                uint64_t n = c->fw_bytes[c->flows.v[f].win_base + w];
+                if (!n || (c->flows.v[f].fset & PL_KEY_RELAY)) continue; /* relays: rounds set in pass 3 */
+                fill_item it = {cur, s, f, w, seq++};
+                rs_vec_push(&items, it);
+                cur += n;
             }
-        }
     }
     if (items.n > 1) qsort(items.v, items.n, sizeof *items.v, fill_item_cmp);
 

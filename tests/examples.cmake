@@ -72,10 +72,11 @@ rs_example(qwen3-32b-asym-h100 65524246528)
 # G synthetic 2.5 T MoE: 96 x (2*8192 + 2*128 + 64*128*8192 + 2*8*128*8192 + 8192*64*128 + 512*8192
 #   + 512*3*2048*8192) + 2*163840*8192 + 8192 = 2,491,485,290,496 parameters -> x 2
 rs_example(moe-2.5t-gb200 4982970580992)
-# The full-size 2.5 T compile takes ~170 s and ~17 GB with today's planner (measured 2026-11-29:
-# `/usr/bin/time reshardc examples/moe-2.5t-gb200.layout -o x.plan` -> 167.5 s, 16.9 GB RSS, 1.35 GB plan).
-# That does not fit CI's 2-core / 24 GiB machine next to other tests, so the test stays registered but
-# disabled until the planner's memory comes down; run it by hand (about 3 minutes, 17 GB) with
+# The full-size 2.5 T compile takes ~2 minutes and ~15 GB with today's planner (measured 2026-11-29 at
+# b9500d2: `/usr/bin/time reshardc examples/moe-2.5t-gb200.layout -o x.plan` -> 135 s, 108 s CPU, 14.9 GB
+# RSS, 1012 MiB plan, verified). That does not fit CI's 2-core / 24 GiB machine next to other tests, so the
+# test stays registered but disabled until the planner's memory comes down; run it by hand (about 3 minutes,
+# 15 GB) with
 #   RESHARDC=build/compiler/reshardc WORK=/tmp bash tests/examples/run.sh verify examples/moe-2.5t-gb200.layout
 set_tests_properties(examples.moe-2.5t-gb200.verify PROPERTIES DISABLED TRUE)
 

@@ -1634,6 +1634,62 @@ static int drun_cmp(const void *x, const void *y)
     return p->b < q->b ? -1 : p->b > q->b;
 }
 
+/* Runs are pushed row by row of each descriptor, so they come as a few ascending stretches (a few hundred
+ * among 650 k runs on a relaying rank, interleaved in address): merge them through a heap of stretch heads
+ * (ties: the earlier stretch, so the merge is stable). Reads each stretch and writes the output in order,
+ * where a radix sort permutes the runs at random. Returns 0 (nothing done) when there are many stretches. */
+static int drun_merge_stretches(drun_vec *W, const uint64_t *keys)
+{
+    size_t n = W->n, k = 1;
+    for (size_t i = 1; i < n; i++) k += keys[i] < keys[i - 1];
+    if (k == 1) return 1;
+    if (k > n / 16 || k > 65536) return 0;
+    size_t *at = rs_xmalloc(k * sizeof *at), *end = rs_xmalloc(k * sizeof *end);
+    uint32_t *h = rs_xmalloc(k * sizeof *h); /* min-heap of stretches by (key at its head, stretch) */
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (i == 0 || keys[i] < keys[i - 1]) {
+            if (m) end[m - 1] = i;
+            at[m++] = i;
+        }
+    end[m - 1] = n;
+#define HLESS(x, y) (keys[at[x]] < keys[at[y]] || (keys[at[x]] == keys[at[y]] && (x) < (y)))
+    for (size_t j = 0; j < m; j++) {
+        size_t z = j;
+        h[z] = (uint32_t)j;
+        while (z && HLESS(h[z], h[(z - 1) / 2])) {
+            uint32_t t = h[z];
+            h[z] = h[(z - 1) / 2];
+            h[(z - 1) / 2] = t;
+            z = (z - 1) / 2;
+        }
+    }
+    drun *out = rs_xmalloc(n * sizeof *out);
+    size_t hn = m;
+    for (size_t o = 0; o < n; o++) {
+        uint32_t q = h[0];
+        out[o] = W->v[at[q]++];
+        if (at[q] == end[q]) h[0] = h[--hn];
+        for (size_t z = 0;;) {
+            size_t l = 2 * z + 1, r = l + 1, b = z;
+            if (l < hn && HLESS(h[l], h[b])) b = l;
+            if (r < hn && HLESS(h[r], h[b])) b = r;
+            if (b == z) break;
+            uint32_t t = h[z];
+            h[z] = h[b];
+            h[b] = t;
+            z = b;
+        }
+    }
+#undef HLESS
+    memcpy(W->v, out, n * sizeof *out);
+    free(out);
+    free(h);
+    free(at);
+    free(end);
+    return 1;
+}
+
 /* Sort runs by (loc, a), stably (millions of runs on a relaying rank); qsort when the key does not fit 64
  * bits. */
 static void drun_sort(drun_vec *W)
@@ -1655,6 +1711,10 @@ static void drun_sort(drun_vec *W)
     }
     uint64_t *keys = rs_xmalloc(n * sizeof *keys);
     for (size_t i = 0; i < n; i++) keys[i] = (lbits ? (uint64_t)W->v[i].loc << abits : 0) | W->v[i].a;
+    if (drun_merge_stretches(W, keys)) {
+        free(keys);
+        return;
+    }
     size_t *ord = radix_order(keys, n, abits + lbits);
     permute(W->v, n, sizeof *W->v, ord);
     free(ord);

@@ -1824,6 +1824,356 @@ static void fmt_dbytes(vctx *c, uint32_t r, uint32_t loc, uint64_t a, uint64_t b
                  (unsigned long long)b, bf->name);
 }
 
+/* The verdict on one rank's destination runs, W (writes, clipped to what is read) and R (reads), both
+ * sorted by (loc, a): a byte is written once, and every byte read is written by an op that completes
+ * before the read starts. Quiet (the strip form, where addresses are not bytes): returns 1 at the first
+ * problem without reporting it; otherwise reports it (-1). */
+static int relay_verdict(vctx *c, uint32_t r, const drun_vec *W, const drun_vec *R, int quiet)
+{
+    const rs_rank_prog *g = &c->P->ranks[r];
+    int rc = 0;
+    /* per step: its lane index and the last step of the other lane known complete when it starts */
+    uint32_t *lane_idx = rs_xmalloc((g->nsteps + 1) * sizeof *lane_idx);
+    int64_t *before = rs_xmalloc((g->nsteps + 1) * sizeof *before);
+    {
+        uint32_t nl[2] = {0, 0};
+        int64_t known[2] = {-1, -1};
+        for (uint32_t s = 0; s < g->nsteps; s++) {
+            int lane = g->steps[s].lane;
+            lane_idx[s] = nl[lane]++;
+            for (uint32_t w = 0; w < g->steps[s].nwaits; w++) {
+                uint32_t t = g->waits[g->steps[s].wait_begin + w];
+                if ((int64_t)lane_idx[t] > known[lane]) known[lane] = lane_idx[t];
+            }
+            before[s] = known[lane];
+        }
+    }
+    /* a destination byte is written once */
+    for (size_t i = 1; i < W->n && !rc; i++) {
+        const drun *p = &W->v[i - 1], *q = &W->v[i];
+        if (p->loc == q->loc && q->a < p->b) {
+            if (quiet) {
+                rc = 1;
+                break;
+            }
+            char what[300];
+            fmt_dbytes(c, r, q->loc, q->a, q->b < p->b ? q->b : p->b, what, sizeof what);
+            rc = vfail(c, "rank %u: %s are written twice (step %u, op %u %s and step %u, op %u %s)", r, what, p->step,
+                       p->op, rs_op_name(g->ops[p->op].code), q->step, q->op, rs_op_name(g->ops[q->op].code));
+        }
+    }
+    /* every read run (by address): covered by writes, each complete before the read starts */
+    size_t lo = 0;
+    for (size_t i = 0; i < R->n && !rc; i++) {
+        const drun *x = &R->v[i];
+        lo = u_seek(W->v, W->n, i && x->a >= R->v[i - 1].a && x->loc == R->v[i - 1].loc ? lo : 0, x->loc, x->a);
+        uint64_t at = x->a;
+        c->cur_rank = r, c->cur_step = x->step, c->cur_op = x->op;
+        for (size_t j = lo; at < x->b && !rc; j++) {
+            const drun *w = j < W->n ? &W->v[j] : NULL;
+            char wh[160], what[300];
+            if (!w || w->loc != x->loc || w->a > at) {
+                if (quiet) {
+                    rc = 1;
+                    break;
+                }
+                uint64_t end = w && w->loc == x->loc && w->a < x->b ? w->a : x->b;
+                fmt_dbytes(c, r, x->loc, at, end, what, sizeof what);
+                rc = vfail(c, "%s: relays %s that no op of the plan writes on rank %u", op_where(c, wh, sizeof wh),
+                           what, r);
+                break;
+            }
+            uint32_t t = w->step, s = x->step;
+            int ok = t == s ? w->phase < x->phase
+                            : g->steps[t].lane == g->steps[s].lane ? t < s : (int64_t)lane_idx[t] <= before[s];
+            if (!ok) {
+                if (quiet) {
+                    rc = 1;
+                    break;
+                }
+                uint64_t end = w->b < x->b ? w->b : x->b;
+                fmt_dbytes(c, r, x->loc, at, end, what, sizeof what);
+                const char *why = t == s ? "in the same step, not an earlier phase"
+                                  : g->steps[t].lane == g->steps[s].lane ? "by a later step of the same lane"
+                                                                         : "on the other lane, not waited for";
+                rc = vfail(c, "%s: relays %s before they are written (step %u, op %u %s writes them %s)",
+                           op_where(c, wh, sizeof wh), what, t, w->op, rs_op_name(g->ops[w->op].code), why);
+                break;
+            }
+            at = w->b;
+        }
+    }
+    free(lane_idx);
+    free(before);
+    return rc;
+}
+
+/* U := the union of R (sorted by (loc, a)): disjoint intervals by (loc, a) */
+static void drun_union(const drun_vec *R, drun_vec *U)
+{
+    U->n = 0;
+    if (R->n) rs_vec_reserve(U, R->n);
+    size_t m = 0;
+    for (size_t i = 0; i < R->n; i++) {
+        if (m && U->v[m - 1].loc == R->v[i].loc && R->v[i].a <= U->v[m - 1].b) {
+            if (R->v[i].b > U->v[m - 1].b) U->v[m - 1].b = R->v[i].b;
+        } else {
+            U->v[m++] = R->v[i];
+        }
+    }
+    U->n = m;
+}
+
+/* The relay check of rank r row by row: one run per row of every descriptor that reads the destination
+ * bindings rd[] or writes them (inside what is read). Exact byte addresses, so it names the bytes of a
+ * problem; the slow form (tens of millions of runs on a relaying rank). */
+static int relay_rows(vctx *c, uint32_t r, const uint8_t *rd, drun_vec *W, drun_vec *R, drun_vec *U)
+{
+    const rs_rank_prog *g = &c->P->ranks[r];
+    int rc = 0;
+    W->n = R->n = 0;
+    /* the reads first; then only the writes inside what is read (a relaying rank writes millions of
+     * runs, most of which nothing reads) */
+    for (int pass = 0; pass < 2 && !rc; pass++) {
+        for (uint32_t s = 0; s < g->nsteps && !rc; s++)
+            for (uint32_t k = 0; k < g->steps[s].nops && !rc; k++) {
+                uint32_t oi = g->steps[s].op_begin + k;
+                const rs_op *o = &g->ops[oi];
+                if (o->code == RS_OP_SEND || o->code == RS_OP_RECV) {
+                    if (o->loc == RS_LOC_STAGING || !rd[o->loc] || !o->bytes) continue;
+                    if ((o->code == RS_OP_SEND) != (pass == 0)) continue;
+                    drun x = {o->loc, s, oi, 2, o->off, o->off + o->bytes};
+                    if (pass == 0) {
+                        if (charge_runs(c, 1)) rc = -1;
+                        else rs_vec_push(R, x);
+                    } else {
+                        rc = clip_runs(c, &x, 1, U->v, U->n, W);
+                    }
+                    continue;
+                }
+                const rs_desc *sd = &g->descs[o->src], *dd = &g->descs[o->dst];
+                uint8_t ph = o->code == RS_OP_UNPACK ? 3 : 1;
+                if (pass == 1 && dd->loc != RS_LOC_STAGING && rd[dd->loc])
+                    rc = push_druns_in(c, dd, s, oi, ph, U->v, U->n, W);
+                if (pass == 0 && sd->loc != RS_LOC_STAGING && rd[sd->loc]) rc = push_druns(c, sd, s, oi, ph, R);
+            }
+        if (pass == 0 && !rc) {
+            drun_sort(R);
+            drun_union(R, U);
+        }
+    }
+    if (rc) return rc;
+    drun_sort(W);
+    return relay_verdict(c, r, W, R, 0);
+}
+
+/* ---- the relay check on strips ----
+ * A relaying rank reads and writes its destination bindings as rows of matrices: each descriptor is a
+ * rectangle (rows x byte columns) at the binding's row pitch. Cut every binding into column strips at the
+ * column edges of all its rectangles: each rectangle then covers whole strips, and "strip k, row i" is a
+ * cell that every read and write covers entirely or not at all. Numbering the cells k x rows + i turns a
+ * rectangle into one run per strip it crosses, and the check of relay_rows runs unchanged on these runs:
+ * written once, covered, ordered, cell by cell exactly as byte by byte. A few runs per descriptor instead
+ * of one per row (73 M -> about 1 M on Qwen3-32B asym). Runs are not bytes, so a problem found here is
+ * reported by running relay_rows on the rank. */
+
+typedef struct {
+    uint32_t loc, step, op;
+    uint8_t phase, read;
+    uint64_t r0, r1, c0, c1; /* rows [r0, r1) x byte columns [c0, c1) at the binding's pitch */
+} drect;
+typedef rs_vec(drect) drect_vec;
+
+typedef struct {
+    uint32_t loc;
+    uint64_t v; /* a row pitch (stride) or a column edge */
+} dlocv;
+typedef rs_vec(dlocv) dlocv_vec;
+
+static int dlocv_cmp(const void *x, const void *y)
+{
+    const dlocv *p = x, *q = y;
+    if (p->loc != q->loc) return p->loc < q->loc ? -1 : 1;
+    return p->v < q->v ? -1 : p->v > q->v;
+}
+
+/* Bytes [a, b) of a binding at pitch S as at most three rectangles (a partial row, whole rows, a partial
+ * row). */
+static void drect_range(drect_vec *out, drect x, uint64_t S, uint64_t a, uint64_t b)
+{
+    if (a >= b) return;
+    uint64_t row = a / S, ca = a % S;
+    if (ca + (b - a) <= S) {
+        x.r0 = row, x.r1 = row + 1, x.c0 = ca, x.c1 = ca + (b - a);
+        rs_vec_push(out, x);
+        return;
+    }
+    if (ca) {
+        x.r0 = row, x.r1 = row + 1, x.c0 = ca, x.c1 = S;
+        rs_vec_push(out, x);
+        row++;
+        a = row * S;
+    }
+    uint64_t full = (b - a) / S;
+    if (full) {
+        x.r0 = row, x.r1 = row + full, x.c0 = 0, x.c1 = S;
+        rs_vec_push(out, x);
+        row += full;
+    }
+    if ((b - a) % S) {
+        x.r0 = row, x.r1 = row + 1, x.c0 = 0, x.c1 = (b - a) % S;
+        rs_vec_push(out, x);
+    }
+}
+
+/* The rectangles of descriptor d (canonical) at pitch S: one per outer index when its rows step by S and
+ * stay inside a row, else its rows' ranges. Stops early (returns 1) once out->n exceeds cap. */
+static int drect_desc(drect_vec *out, drect x, uint64_t S, const rs_desc *d, size_t cap)
+{
+    uint32_t nd = d->ndim;
+    if (nd == 1) {
+        drect_range(out, x, S, d->offset, d->offset + d->count[0]);
+        return out->n > cap;
+    }
+    uint64_t run = d->count[nd - 1], n = d->count[nd - 2], st = d->stride[nd - 2];
+    uint64_t idx[RS_DESC_MAX_DIMS] = {0}, nouter = 1;
+    for (uint32_t k = 0; k + 2 < nd; k++) nouter *= d->count[k];
+    for (uint64_t q = 0; q < nouter; q++) {
+        uint64_t base = d->offset;
+        for (uint32_t k = 0; k + 2 < nd; k++) base += idx[k] * d->stride[k];
+        if (st == S && base % S + run <= S) {
+            x.r0 = base / S, x.r1 = base / S + n, x.c0 = base % S, x.c1 = base % S + run;
+            rs_vec_push(out, x);
+        } else {
+            for (uint64_t i = 0; i < n; i++) drect_range(out, x, S, base + i * st, base + i * st + run);
+        }
+        if (out->n > cap) return 1;
+        for (int k = (int)nd - 3; k >= 0; k--) {
+            if (++idx[k] < d->count[k]) break;
+            idx[k] = 0;
+        }
+    }
+    return 0;
+}
+
+/* The relay check of rank r on strips. Returns 0 (checked, all right), 1 (run relay_rows: a problem to
+ * report, or strips that would not save work) or -1. */
+static int relay_strips(vctx *c, uint32_t r, const uint8_t *rd, drun_vec *W, drun_vec *R, drun_vec *U)
+{
+    const rs_rank_prog *g = &c->P->ranks[r];
+    uint32_t nb = g->nbindings;
+    dlocv_vec pv = {0}, ev = {0};
+    drect_vec X = {0};
+    uint64_t *pitch = rs_xcalloc(nb + 1, sizeof *pitch);
+    int rc = 0;
+    /* each binding's pitch: the most common row stride of its descriptors; how many rows relay_rows walks */
+    uint64_t nrows = 0;
+    for (uint32_t oi = 0; oi < g->nops; oi++) {
+        const rs_op *o = &g->ops[oi];
+        if (o->code == RS_OP_SEND || o->code == RS_OP_RECV) {
+            nrows += o->loc != RS_LOC_STAGING && rd[o->loc];
+            continue;
+        }
+        for (int side = 0; side < 2; side++) {
+            rs_desc d = g->descs[side ? o->dst : o->src];
+            if (d.loc == RS_LOC_STAGING || !rd[d.loc] || !dbytes(&d)) continue;
+            nrows += desc_nruns(&d);
+            dnorm(&d);
+            if (d.ndim >= 2) rs_vec_push(&pv, ((dlocv){d.loc, d.stride[d.ndim - 2]}));
+        }
+    }
+    if (pv.n) qsort(pv.v, pv.n, sizeof *pv.v, dlocv_cmp);
+    for (size_t i = 0, best = 0; i < pv.n;) {
+        size_t j = i;
+        while (j < pv.n && pv.v[j].loc == pv.v[i].loc && pv.v[j].v == pv.v[i].v) j++;
+        if (i == 0 || pv.v[i].loc != pv.v[i - 1].loc) best = 0;
+        if (j - i > best) best = j - i, pitch[pv.v[i].loc] = pv.v[i].v;
+        i = j;
+    }
+    /* every read and write as rectangles, in program order (a binding without rows of its own: pitch 1,
+     * one row per byte, i.e. byte runs); rows when strips would not save half the runs (small ranks always
+     * take strips, so the tests exercise them) */
+    size_t cap = nrows / 2 + 4096;
+    for (uint32_t s = 0; s < g->nsteps && !rc; s++)
+        for (uint32_t k = 0; k < g->steps[s].nops && !rc; k++) {
+            uint32_t oi = g->steps[s].op_begin + k;
+            const rs_op *o = &g->ops[oi];
+            if (o->code == RS_OP_SEND || o->code == RS_OP_RECV) {
+                if (o->loc == RS_LOC_STAGING || !rd[o->loc] || !o->bytes) continue;
+                drect x = {o->loc, s, oi, 2, o->code == RS_OP_SEND, 0, 0, 0, 0};
+                uint64_t S = pitch[o->loc] ? pitch[o->loc] : 1;
+                drect_range(&X, x, S, o->off, o->off + o->bytes);
+                rc = X.n > cap;
+                continue;
+            }
+            uint8_t ph = o->code == RS_OP_UNPACK ? 3 : 1;
+            for (int side = 0; side < 2 && !rc; side++) {
+                rs_desc d = g->descs[side ? o->dst : o->src];
+                if (d.loc == RS_LOC_STAGING || !rd[d.loc] || !dbytes(&d)) continue;
+                dnorm(&d);
+                drect x = {d.loc, s, oi, ph, side == 0, 0, 0, 0, 0};
+                rc = drect_desc(&X, x, pitch[d.loc] ? pitch[d.loc] : 1, &d, cap);
+            }
+        }
+    /* column edges per binding, then one run per strip a rectangle crosses: k x rows + i */
+    uint64_t *rows = rs_xcalloc(nb + 1, sizeof *rows);
+    size_t *e0 = rs_xcalloc(nb + 2, sizeof *e0);
+    if (!rc) {
+        for (size_t i = 0; i < X.n; i++) {
+            drect *x = &X.v[i];
+            if (x->r1 > rows[x->loc]) rows[x->loc] = x->r1;
+            rs_vec_push(&ev, ((dlocv){x->loc, x->c0}));
+            rs_vec_push(&ev, ((dlocv){x->loc, x->c1}));
+        }
+        qsort(ev.v, ev.n, sizeof *ev.v, dlocv_cmp);
+        size_t m = 0;
+        for (size_t i = 0; i < ev.n; i++)
+            if (!m || ev.v[m - 1].loc != ev.v[i].loc || ev.v[m - 1].v != ev.v[i].v) ev.v[m++] = ev.v[i];
+        ev.n = m;
+        for (size_t i = 0; i < ev.n; i++) e0[ev.v[i].loc + 1] = i + 1; /* e0[loc + 1]: end of loc's edges */
+        for (uint32_t l = 1; l <= nb + 1; l++)
+            if (e0[l] < e0[l - 1]) e0[l] = e0[l - 1];
+    }
+    W->n = R->n = 0;
+    drun_vec Wall = {0};
+    size_t nv = 0;
+    for (size_t i = 0; i < X.n && !rc; i++) {
+        const drect *x = &X.v[i];
+        const dlocv *E = ev.v + e0[x->loc];
+        size_t ne = e0[x->loc + 1] - e0[x->loc], lo = 0, hi = ne;
+        while (lo < hi) { /* the edge at c0 */
+            size_t mid = lo + (hi - lo) / 2;
+            if (E[mid].v < x->c0) lo = mid + 1;
+            else hi = mid;
+        }
+        for (size_t k = lo; k + 1 < ne && E[k].v < x->c1; k++) {
+            drun y = {x->loc, x->step, x->op, x->phase, k * rows[x->loc] + x->r0, k * rows[x->loc] + x->r1};
+            rs_vec_push(x->read ? R : &Wall, y);
+            if (++nv > cap) rc = 1;
+        }
+    }
+    if (!rc) {
+        drun_sort(R);
+        drun_union(R, U);
+        rc = charge_runs(c, nv) ? -1 : 0;
+        if (!rc) {
+            drun_sort(&Wall); /* clip_runs walks U once per binding; W comes out sorted */
+            rc = clip_runs(c, Wall.v, Wall.n, U->v, U->n, W);
+        }
+        if (!rc) {
+            rc = relay_verdict(c, r, W, R, 1);
+        }
+    }
+    rs_vec_free(&Wall);
+    rs_vec_free(&X);
+    rs_vec_free(&pv);
+    rs_vec_free(&ev);
+    free(pitch);
+    free(rows);
+    free(e0);
+    return rc;
+}
+
 /* A rank may read its destination buffers (SEND from a destination binding, PACK or COPY from a
  * destination region): relays forward bytes the rank has received. Every byte read must be written on
  * the rank by exactly one op of the plan (RECV into the binding, UNPACK or COPY) that completes before
@@ -1849,119 +2199,9 @@ static int check_relays(vctx *c)
             rd[loc] = 1;
         }
         if (!rd) continue;
-        W.n = R.n = 0;
-        /* the reads first; then only the writes inside what is read (a relaying rank writes millions of
-         * runs, most of which nothing reads) */
-        for (int pass = 0; pass < 2 && !rc; pass++) {
-            for (uint32_t s = 0; s < g->nsteps && !rc; s++)
-                for (uint32_t k = 0; k < g->steps[s].nops && !rc; k++) {
-                    uint32_t oi = g->steps[s].op_begin + k;
-                    const rs_op *o = &g->ops[oi];
-                    if (o->code == RS_OP_SEND || o->code == RS_OP_RECV) {
-                        if (o->loc == RS_LOC_STAGING || !rd[o->loc] || !o->bytes) continue;
-                        if ((o->code == RS_OP_SEND) != (pass == 0)) continue;
-                        drun x = {o->loc, s, oi, 2, o->off, o->off + o->bytes};
-                        if (pass == 0) {
-                            if (charge_runs(c, 1)) rc = -1;
-                            else rs_vec_push(&R, x);
-                        } else {
-                            rc = clip_runs(c, &x, 1, U.v, U.n, &W);
-                        }
-                        continue;
-                    }
-                    const rs_desc *sd = &g->descs[o->src], *dd = &g->descs[o->dst];
-                    uint8_t ph = o->code == RS_OP_UNPACK ? 3 : 1;
-                    if (pass == 1 && dd->loc != RS_LOC_STAGING && rd[dd->loc])
-                        rc = push_druns_in(c, dd, s, oi, ph, U.v, U.n, &W);
-                    if (pass == 0 && sd->loc != RS_LOC_STAGING && rd[sd->loc]) rc = push_druns(c, sd, s, oi, ph, &R);
-                }
-            if (pass == 0 && !rc) {
-                /* R sorted by (loc, a); U: its union, disjoint intervals by (loc, a) */
-                drun_sort(&R);
-                drun_vec S = {0};
-                if (R.n) {
-                    rs_vec_reserve(&S, R.n);
-                    memcpy(S.v, R.v, R.n * sizeof *R.v);
-                    S.n = R.n;
-                }
-                size_t m = 0;
-                for (size_t i = 0; i < S.n; i++) {
-                    if (m && S.v[m - 1].loc == S.v[i].loc && S.v[i].a <= S.v[m - 1].b) {
-                        if (S.v[i].b > S.v[m - 1].b) S.v[m - 1].b = S.v[i].b;
-                    } else {
-                        S.v[m++] = S.v[i];
-                    }
-                }
-                S.n = m;
-                free(U.v);
-                U = S;
-            }
-        }
+        rc = relay_strips(c, r, rd, &W, &R, &U);
+        if (rc == 1) rc = relay_rows(c, r, rd, &W, &R, &U);
         free(rd);
-        if (rc) break;
-        /* per step: its lane index and the last step of the other lane known complete when it starts */
-        uint32_t *lane_idx = rs_xmalloc((g->nsteps + 1) * sizeof *lane_idx);
-        int64_t *before = rs_xmalloc((g->nsteps + 1) * sizeof *before);
-        {
-            uint32_t nl[2] = {0, 0};
-            int64_t known[2] = {-1, -1};
-            for (uint32_t s = 0; s < g->nsteps; s++) {
-                int lane = g->steps[s].lane;
-                lane_idx[s] = nl[lane]++;
-                for (uint32_t w = 0; w < g->steps[s].nwaits; w++) {
-                    uint32_t t = g->waits[g->steps[s].wait_begin + w];
-                    if ((int64_t)lane_idx[t] > known[lane]) known[lane] = lane_idx[t];
-                }
-                before[s] = known[lane];
-            }
-        }
-        drun_sort(&W);
-        /* a destination byte is written once */
-        for (size_t i = 1; i < W.n && !rc; i++) {
-            const drun *p = &W.v[i - 1], *q = &W.v[i];
-            if (p->loc == q->loc && q->a < p->b) {
-                char what[300];
-                fmt_dbytes(c, r, q->loc, q->a, q->b < p->b ? q->b : p->b, what, sizeof what);
-                rc = vfail(c, "rank %u: %s are written twice (step %u, op %u %s and step %u, op %u %s)", r, what,
-                           p->step, p->op, rs_op_name(g->ops[p->op].code), q->step, q->op,
-                           rs_op_name(g->ops[q->op].code));
-            }
-        }
-        /* every read run (by address): covered by writes, each complete before the read starts */
-        size_t lo = 0;
-        for (size_t i = 0; i < R.n && !rc; i++) {
-            const drun *x = &R.v[i];
-            lo = u_seek(W.v, W.n, i && x->a >= R.v[i - 1].a && x->loc == R.v[i - 1].loc ? lo : 0, x->loc, x->a);
-            uint64_t at = x->a;
-            c->cur_rank = r, c->cur_step = x->step, c->cur_op = x->op;
-            for (size_t j = lo; at < x->b && !rc; j++) {
-                const drun *w = j < W.n ? &W.v[j] : NULL;
-                char wh[160], what[300];
-                if (!w || w->loc != x->loc || w->a > at) {
-                    uint64_t end = w && w->loc == x->loc && w->a < x->b ? w->a : x->b;
-                    fmt_dbytes(c, r, x->loc, at, end, what, sizeof what);
-                    rc = vfail(c, "%s: relays %s that no op of the plan writes on rank %u", op_where(c, wh, sizeof wh),
-                               what, r);
-                    break;
-                }
-                uint32_t t = w->step, s = x->step;
-                int ok = t == s ? w->phase < x->phase
-                                : g->steps[t].lane == g->steps[s].lane ? t < s : (int64_t)lane_idx[t] <= before[s];
-                if (!ok) {
-                    uint64_t end = w->b < x->b ? w->b : x->b;
-                    fmt_dbytes(c, r, x->loc, at, end, what, sizeof what);
-                    const char *why = t == s ? "in the same step, not an earlier phase"
-                                      : g->steps[t].lane == g->steps[s].lane ? "by a later step of the same lane"
-                                                                             : "on the other lane, not waited for";
-                    rc = vfail(c, "%s: relays %s before they are written (step %u, op %u %s writes them %s)",
-                               op_where(c, wh, sizeof wh), what, t, w->op, rs_op_name(g->ops[w->op].code), why);
-                    break;
-                }
-                at = w->b;
-            }
-        }
-        free(lane_idx);
-        free(before);
     }
     rs_vec_free(&W);
     rs_vec_free(&R);

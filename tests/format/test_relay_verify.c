@@ -286,6 +286,220 @@ static int t_stale_lane(void)
     return 0;
 }
 
+/* ---- random relays of a matrix: the verifier's strip form against a byte-by-byte oracle ----
+ * Tensor m : uint8[R, C] on rank 0, needed whole by ranks 1 and 2 (one domain each). Rank 0 sends it to
+ * rank 1 in chunks that tile it (rectangles through staging, or byte ranges straight into rank 1's
+ * buffer), one step each; rank 1 relays it to rank 2 in chunks of another tiling (rectangles packed from
+ * its buffer, or byte ranges sent from it), after the writes. Broken variants: one relayed chunk in the
+ * step that writes its last bytes (before they are written), one more chunk written on top (written
+ * twice), one chunk never sent (no op writes). The verifier must accept the good plans and refuse each
+ * broken one for its own reason, whatever the shapes: rectangles at the row pitch, ranges crossing rows,
+ * partial rows, skewed windows whose runs cross rows, a pitch-1 binding when every chunk is a range. */
+
+typedef struct {
+    int kind;       /* 0: rows [r0, r1) x columns [c0, c1); 1: bytes [a, b); 2: n runs of k bytes from a, C apart */
+    uint64_t a, b;  /* (a skewed window's runs may cross from one row into the next) */
+    uint64_t r0, r1, c0, c1;
+    uint64_t n, k;
+} mchunk;
+
+static uint64_t rnd(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* A random tiling of the R x C matrix, of one kind (mode 0): guillotine rectangles; (1) byte ranges;
+ * (2) column windows of the matrix shifted by o bytes (runs C apart that cross rows) and the two ranges
+ * left at its ends. */
+static uint32_t tiling(uint64_t *s, uint64_t R, uint64_t C, int mode, mchunk *out, uint32_t max)
+{
+    uint32_t n = 0;
+    uint64_t N = R * C;
+    if (mode == 2 && R >= 2 && C >= 2) {
+        uint64_t o = 1 + rnd(s) % (C - 1), c = 0;
+        out[n++] = (mchunk){1, 0, o, 0, 0, 0, 0, 0, 0};
+        out[n++] = (mchunk){1, o + (R - 1) * C, N, 0, 0, 0, 0, 0, 0};
+        while (c < C) {
+            uint64_t k = n + 1 == max ? C - c : 1 + rnd(s) % C;
+            if (k > C - c) k = C - c;
+            out[n++] = (mchunk){2, o + c, 0, 0, 0, 0, 0, R - 1, k};
+            c += k;
+        }
+        return n;
+    }
+    if (mode) {
+        uint64_t at = 0;
+        while (at < N) {
+            uint64_t len = n + 1 == max ? N - at : 1 + rnd(s) % (2 * C);
+            if (len > N - at) len = N - at;
+            out[n++] = (mchunk){1, at, at + len, 0, 0, 0, 0, 0, 0};
+            at += len;
+        }
+        return n;
+    }
+    out[n++] = (mchunk){0, 0, 0, 0, R, 0, C, 0, 0};
+    for (uint32_t tries = 0; tries < 3 * max && n < max; tries++) { /* split a random chunk */
+        mchunk *x = &out[rnd(s) % n];
+        int rows = rnd(s) & 1;
+        uint64_t lo = rows ? x->r0 : x->c0, hi = rows ? x->r1 : x->c1;
+        if (hi - lo < 2) continue;
+        uint64_t cut = lo + 1 + rnd(s) % (hi - lo - 1);
+        mchunk y = *x;
+        if (rows) x->r1 = cut, y.r0 = cut;
+        else x->c1 = cut, y.c0 = cut;
+        out[n++] = y;
+    }
+    return n;
+}
+
+static uint64_t mbytes(const mchunk *x)
+{
+    return x->kind == 1 ? x->b - x->a : x->kind == 2 ? x->n * x->k : (x->r1 - x->r0) * (x->c1 - x->c0);
+}
+
+static rs_desc mdesc(uint32_t loc, const mchunk *x, uint64_t C)
+{
+    if (x->kind == 1) return rtb_range(loc, x->a, x->b - x->a);
+    rs_desc d;
+    memset(&d, 0, sizeof d);
+    d.loc = loc;
+    d.ndim = 2;
+    d.offset = x->kind == 2 ? x->a : x->r0 * C + x->c0;
+    d.count[0] = x->kind == 2 ? x->n : x->r1 - x->r0, d.stride[0] = C;
+    d.count[1] = x->kind == 2 ? x->k : x->c1 - x->c0, d.stride[1] = 1;
+    return d;
+}
+
+static int minside(const mchunk *x, uint64_t C, uint64_t byte)
+{
+    if (x->kind == 1) return byte >= x->a && byte < x->b;
+    if (x->kind == 2) return byte >= x->a && (byte - x->a) / C < x->n && (byte - x->a) % C < x->k;
+    uint64_t r = byte / C, c = byte % C;
+    return r >= x->r0 && r < x->r1 && c >= x->c0 && c < x->c1;
+}
+
+enum { M_OK, M_EARLY, M_TWICE, M_HOLE, M_NVARIANTS };
+
+/* Builds case `seed` (variant v) into P. */
+static void matrix_case(uint64_t seed, int v, rs_plan *P, uint64_t *Rp, uint64_t *Cp)
+{
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    uint64_t R = 1 + rnd(&s) % 9, C = 1 + rnd(&s) % 13, N = R * C;
+    *Rp = R, *Cp = C;
+    mchunk w[12], rd[12];
+    uint32_t nw = tiling(&s, R, C, (int)(rnd(&s) % 3), w, 8);
+    uint32_t nr = tiling(&s, R, C, (int)(rnd(&s) % 3), rd, 8);
+    if (v == M_TWICE) { /* one more chunk over what is written */
+        mchunk extra[12];
+        uint32_t ne = tiling(&s, R, C, (int)(rnd(&s) % 3), extra, 4);
+        w[nw++] = extra[rnd(&s) % ne];
+    }
+    uint32_t hole = v == M_HOLE ? (uint32_t)(rnd(&s) % nw) : UINT32_MAX;
+    /* each read's step on rank 1: after the writes, or (early) the step of the last write it touches */
+    uint32_t rstep[12], early = v == M_EARLY ? (uint32_t)(rnd(&s) % nr) : UINT32_MAX;
+    for (uint32_t j = 0; j < nr; j++) {
+        rstep[j] = nw + j;
+        if (j != early) continue;
+        uint32_t last = 0;
+        for (uint32_t i = 0; i < nw; i++)
+            for (uint64_t x = 0; x < N; x++)
+                if (minside(&w[i], C, x) && minside(&rd[j], C, x)) last = i;
+        rstep[j] = last;
+    }
+    rtb *b = rtb_new(3, 1);
+    int64_t one[] = {1}, two[] = {2}, shape[] = {(int64_t)R, (int64_t)C};
+    uint32_t ms = rtb_mesh(b, "src", 1, AX1, one, 0), md = rtb_mesh(b, "dst", 1, AX1, two, 1);
+    uint32_t t = rtb_tensor(b, "m", RS_DT_UINT8, 2, shape);
+    rtb_piece(b, RS_SRC, t, ms, 0, NULL, "m");
+    rtb_piece(b, RS_DST, t, md, 0, NULL, "m");
+    rtb_layout_done(b);
+    uint32_t s0 = rtb_binding(b, 0, "m", RS_SRC), d1 = rtb_binding(b, 1, "m", RS_DST),
+             d2 = rtb_binding(b, 2, "m", RS_DST);
+    const uint32_t S = RS_LOC_STAGING;
+    uint64_t woff[12], roff[12], at = 0;
+    for (uint32_t i = 0; i < nw; i++) woff[i] = at, at += mbytes(&w[i]);
+    uint64_t wtotal = at;
+    at = 0;
+    for (uint32_t j = 0; j < nr; j++) roff[j] = at, at += mbytes(&rd[j]);
+    rtb_staging(b, 0, wtotal);
+    rtb_staging(b, 1, wtotal + N);
+    rtb_staging(b, 2, N);
+    /* rank 0: one step per written chunk */
+    for (uint32_t i = 0; i < nw; i++) {
+        if (i == hole) continue;
+        rtb_step(b, 0, RS_LANE_NET, 0, NULL);
+        if (w[i].kind == 1) {
+            rtb_p2p(b, 0, 1, 1, s0, w[i].a, mbytes(&w[i]));
+        } else {
+            rtb_copy(b, 0, RS_OP_PACK, mdesc(s0, &w[i], C), rtb_range(S, woff[i], mbytes(&w[i])));
+            rtb_p2p(b, 0, 1, 1, S, woff[i], mbytes(&w[i]));
+        }
+    }
+    /* rank 1: step i receives written chunk i; reads in their steps (packs, then the p2p, then unpacks) */
+    uint32_t order[12], no = 0;
+    for (uint32_t st = 0; st < nw + nr; st++) {
+        int any = st < nw && st != hole;
+        for (uint32_t j = 0; j < nr; j++) any |= rstep[j] == st;
+        if (!any) continue;
+        rtb_step(b, 1, RS_LANE_NET, 0, NULL);
+        for (uint32_t j = 0; j < nr; j++)
+            if (rstep[j] == st && rd[j].kind != 1)
+                rtb_copy(b, 1, RS_OP_PACK, mdesc(d1, &rd[j], C), rtb_range(S, wtotal + roff[j], mbytes(&rd[j])));
+        if (st < nw && st != hole) {
+            if (w[st].kind == 1) rtb_p2p(b, 1, 0, 0, d1, w[st].a, mbytes(&w[st]));
+            else rtb_p2p(b, 1, 0, 0, S, woff[st], mbytes(&w[st]));
+        }
+        for (uint32_t j = 0; j < nr; j++)
+            if (rstep[j] == st) {
+                if (rd[j].kind == 1) rtb_p2p(b, 1, 1, 2, d1, rd[j].a, mbytes(&rd[j]));
+                else rtb_p2p(b, 1, 1, 2, S, wtotal + roff[j], mbytes(&rd[j]));
+                order[no++] = j;
+            }
+        if (st < nw && st != hole && w[st].kind != 1)
+            rtb_copy(b, 1, RS_OP_UNPACK, rtb_range(S, woff[st], mbytes(&w[st])), mdesc(d1, &w[st], C));
+    }
+    /* rank 2: receives the relayed chunks in the order rank 1 sends them */
+    for (uint32_t q = 0; q < no; q++) {
+        uint32_t j = order[q];
+        rtb_step(b, 2, RS_LANE_NET, 0, NULL);
+        if (rd[j].kind == 1) {
+            rtb_p2p(b, 2, 0, 1, d2, rd[j].a, mbytes(&rd[j]));
+        } else {
+            rtb_p2p(b, 2, 0, 1, S, roff[j], mbytes(&rd[j]));
+            rtb_copy(b, 2, RS_OP_UNPACK, rtb_range(S, roff[j], mbytes(&rd[j])), mdesc(d2, &rd[j], C));
+        }
+    }
+    rtb_finish(b, P);
+}
+
+static int t_matrices(void)
+{
+    static const char *want[M_NVARIANTS] = {NULL, "before they are written", "are written twice",
+                                            "that no op of the plan writes on rank 1"};
+    uint32_t n = 0;
+    for (uint64_t seed = 1; seed <= 1500; seed++)
+        for (int v = 0; v < M_NVARIANTS; v++) {
+            rs_plan P;
+            uint64_t R, C;
+            matrix_case(seed, v, &P, &R, &C);
+            char err[700];
+            int rc = rs_plan_verify_all(&P, err, sizeof err);
+            if (v == M_OK ? rc != 0 : rc == 0 || !strstr(err, want[v])) {
+                fprintf(stderr, "seed %llu variant %d (%llu x %llu): %s (want %s)\n", (unsigned long long)seed, v,
+                        (unsigned long long)R, (unsigned long long)C, rc ? err : "accepted",
+                        want[v] ? want[v] : "accepted");
+                return 1;
+            }
+            rs_plan_free(&P);
+            n++;
+        }
+    printf("matrices: %u plans judged right\n", n);
+    return 0;
+}
+
 static const struct {
     const char *name;
     int (*f)(void);
@@ -293,6 +507,7 @@ static const struct {
     {"chain", t_chain},           {"fanout", t_fanout},         {"same_step", t_same_step},
     {"never_written", t_never_written}, {"twice", t_twice},     {"wrong_pack", t_wrong_pack},
     {"wrong_send", t_wrong_send}, {"other_lane", t_other_lane}, {"stale_lane", t_stale_lane},
+    {"matrices", t_matrices},
 };
 
 int main(int argc, char **argv)

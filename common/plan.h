@@ -138,6 +138,9 @@ int rs_plan_verify_rank(const rs_plan *P, uint32_t rank, char *err, size_t errle
  * deadlock freedom by simulation; every destination element written exactly once with the right
  * source element (region algebra over the layout). */
 int rs_plan_verify_all(const rs_plan *P, char *err, size_t errlen);
+/* The same, also giving its work in units of the budget that bounds it (400 M: a plan that needs more is
+ * refused as too irregular): one unit per decomposition of a descriptor piece and per compared stretch. */
+int rs_plan_verify_all_work(const rs_plan *P, char *err, size_t errlen, uint64_t *work);
 
 #ifdef __cplusplus
 }

@@ -779,6 +779,58 @@ again:
         uint32_t k = 0;
         while (k + 1 < d->ndim && d->count[k] == 1) k++;
         rs_desc sub = *d;
+        if (k + 1 < d->ndim && e.offset >= v->box_off && d->count[k] > 2) {
+            /* the longest prefix of dim k that maps as one image (galloping, then halving), when two
+             * elements do; then, when the prefix repeats, as many whole prefixes as dim k holds, as one
+             * image with one more dim: a dim that runs over several dims of the piece (a column of 16
+             * stacked experts x 7168 rows, or [gate; up] rows of 16 experts) goes in one or a few images
+             * instead of element by element */
+            rs_desc t = e, td;
+            t.count[k] = 2;
+            if (affine(c, v, &t, rel, &td)) {
+                uint64_t lo = 2, hi = d->count[k]; /* lo maps, hi does not (the whole did not) */
+                while (2 * lo < hi) {
+                    t.count[k] = 2 * lo;
+                    if (!affine(c, v, &t, rel, &td)) {
+                        hi = 2 * lo;
+                        break;
+                    }
+                    lo *= 2;
+                }
+                while (lo + 1 < hi) {
+                    uint64_t mid = lo + (hi - lo) / 2;
+                    t.count[k] = mid;
+                    if (affine(c, v, &t, rel, &td)) lo = mid;
+                    else hi = mid;
+                }
+                rs_desc pre = *d;
+                pre.count[k] = lo;
+                uint64_t q = d->count[k] / lo;
+                int whole = 0;
+                if (q >= 2 && e.ndim < RS_DESC_MAX_DIMS) {
+                    /* dim k as (q, lo) */
+                    rs_desc w = e;
+                    memmove(w.count + k + 1, w.count + k, (w.ndim - k) * sizeof w.count[0]);
+                    memmove(w.stride + k + 1, w.stride + k, (w.ndim - k) * sizeof w.stride[0]);
+                    w.ndim++;
+                    w.count[k] = q, w.stride[k] = lo * e.stride[k];
+                    w.count[k + 1] = lo;
+                    if (affine(c, v, &w, rel, &td)) {
+                        whole = 1;
+                        pre.count[k] = q * lo;
+                    }
+                }
+                if (!whole) {
+                    t.count[k] = lo;
+                    rs_assert(affine(c, v, &t, rel, &td));
+                }
+                vseg sg = {vi, dbytes(&pre), td};
+                rs_vec_push(out, sg);
+                cur.offset += pre.count[k] * d->stride[k];
+                cur.count[k] -= pre.count[k];
+                goto again;
+            }
+        }
         if (k + 1 < d->ndim) {
             memmove(sub.count + k, sub.count + k + 1, (sub.ndim - k - 1) * sizeof sub.count[0]);
             memmove(sub.stride + k, sub.stride + k + 1, (sub.ndim - k - 1) * sizeof sub.stride[0]);
@@ -2703,7 +2755,9 @@ static int coverage(vctx *c)
     return rc;
 }
 
-int rs_plan_verify_all(const rs_plan *P, char *err, size_t errlen)
+int rs_plan_verify_all(const rs_plan *P, char *err, size_t errlen) { return rs_plan_verify_all_work(P, err, errlen, NULL); }
+
+int rs_plan_verify_all_work(const rs_plan *P, char *err, size_t errlen, uint64_t *work)
 {
     vctx c;
     memset(&c, 0, sizeof c);
@@ -2749,6 +2803,7 @@ int rs_plan_verify_all(const rs_plan *P, char *err, size_t errlen)
         rc = simulate(&c, &G);
     }
     if (!rc) rc = coverage(&c);
+    if (work) *work = c.budget;
     free_all(&c, &G);
     return rc ? -1 : 0;
 }

@@ -972,8 +972,8 @@ static int check_delivery(vctx *c, uint32_t drank, const vseg_vec *ld, uint64_t 
             ce->rank = p->src;
             ce->vp_nd = 0;
             if (decompose(c, p->src, p->loc, p->d, 0, dbytes(p->d), &c->ls)) return -1;
-            const rs_desc *t = &c->ls.v[0].td;
-            if (c->ls.n == 1 && c->ls.v[0].vp < (1u << 24) && t->ndim >= 1 && 2 * t->ndim - 1 <= DC_WORDS &&
+            const rs_desc *t = c->ls.n == 1 ? &c->ls.v[0].td : NULL; /* (the vector may be empty, unallocated) */
+            if (t && c->ls.v[0].vp < (1u << 24) && t->ndim >= 1 && 2 * t->ndim - 1 <= DC_WORDS &&
                 t->stride[t->ndim - 1] == 1) {
                 ce->vp_nd = c->ls.v[0].vp << 8 | t->ndim;
                 ce->offset = t->offset;

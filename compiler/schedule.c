@@ -1455,10 +1455,11 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
         prog_out o;
         memset(&o, 0, sizeof o);
         {
-            /* Reserve the program at once: every live op resolves to at least one op (a split, rare,
-             * makes more), plus one SEND or RECV per segment item and forward. Grown by doubling, the
-             * arrays were copied about once more and touched twice the memory (DeepSeek-V3: 0.7 GB of
-             * descriptors). The unused tail is given back by the exact-size realloc below. */
+            /* Reserve the program at once: every live op resolves to at least one op (splits make
+             * more: room for one per op, a third of them split on DeepSeek-V3), plus one SEND or RECV
+             * per segment item and forward. Grown by doubling, the arrays were copied about once more
+             * and touched twice the memory (DeepSeek-V3: 0.7 GB of descriptors). Pages of the reserve
+             * that are never written cost nothing, and the exact-size realloc below gives them back. */
             size_t npop = 0, nmsg = 0;
             for (int32_t k = -1; k < (int32_t)nk; k++)
                 for (int lane = 0; lane < 2; lane++) {
@@ -1472,8 +1473,8 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
                         for (size_t i = 0; i < b->in.n; i++)
                             if (!(b->in.v[i] & 1)) nmsg += c->segs.v[b->in.v[i] >> 1].ninst;
                 }
-            rs_vec_reserve(&o.ops, npop + nmsg);
-            rs_vec_reserve(&o.descs, 2 * npop);
+            rs_vec_reserve(&o.ops, 2 * npop + nmsg);
+            rs_vec_reserve(&o.descs, 4 * npop);
         }
         int32_t last_net_waited = -1, last_nvl_waited = -1;
         int32_t net_step_of_round_le = -1; /* program index of the latest NET step so far */

@@ -69,6 +69,36 @@ int pl_route(pl_ctx *c, const pl_cell *cell)
     uint32_t nd = cell->ndim;
     pl_part p;
     memset(&p, 0, sizeof p);
+    if (cell->ndr == 1) {
+        /* One rank needs the cell (a destination sharded over every rank: DeepSeek-V3's routed experts,
+         * 7.6 M cells): the walk below without its per-domain lists, boxes and relay groups (a single
+         * domain is never relayed and gets one box). */
+        uint32_t r = cell->dr[0];
+        p.r = r;
+        memcpy(p.lo, cell->lo, nd * sizeof p.lo[0]);
+        memcpy(p.hi, cell->hi, nd * sizeof p.hi[0]);
+        p.bytes = cell->bytes;
+        uint32_t slot = cand_slot(cand, ncand, r);
+        if (slot != RS_NONE) {
+            p.kind = PL_LOCAL;
+            p.s = r;
+            p.sslot = slot;
+            return emit(c, cell, &p, ncand);
+        }
+        uint32_t dm = dom[r];
+        for (uint32_t q = 0; q < ncand; q++)
+            if (dom[cand[2 * q]] == dm) {
+                p.kind = PL_NVL;
+                p.s = pl_nvl_sender(c, cell, dm, cell->bytes, &p.sslot);
+                return emit(c, cell, &p, ncand);
+            }
+        if (c->pass == 1) c->st->domain_need[dm] += cell->bytes;
+        p.kind = PL_NET;
+        c->net_in[r] += p.bytes;
+        p.key = ncand > 1 ? PL_KEY_CLASS : 0; /* no forward set */
+        p.s = pl_net_sender(c, cell, p.bytes, r, p.key, &p.sslot);
+        return emit(c, cell, &p, ncand);
+    }
     netdom nb_buf[8], *nb = nb_buf;
     uint32_t nnet = 0, cap = 8;
 

@@ -260,6 +260,8 @@ struct pl_stepb {
     rs_vec(uint64_t) in;       /* received items: seg id << 1 (direct receiver) or inst id << 1 | 1 */
     pl_mslot *mt;              /* merge state (open addressing, mcap a power of two) */
     uint32_t mcap, mn;
+    pl_mslot hot;              /* the slot used last, held here (hot.cur == 0: none); mt[hot_at] is stale */
+    uint32_t hot_at;
 };
 
 typedef struct pl_ctx {

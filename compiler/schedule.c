@@ -217,13 +217,34 @@ static pl_mslot *mslot_find(pl_stepb *b, uint32_t sloc, uint32_t dloc, uint32_t 
     }
 }
 
-/* The merge slot of (tag, sloc, dloc) in step b; a new one has cur == 0 (the caller sets it). */
+static pl_mslot *mslot_new(pl_ctx *c, pl_stepb *b, uint32_t sloc, uint32_t dloc, uint32_t tag);
+
+/* The slot held in the step goes back to its table entry. */
+static void mslot_flush(pl_stepb *b)
+{
+    if (b->hot.cur) b->mt[b->hot_at] = b->hot;
+    b->hot.cur = 0;
+}
+
+/* The merge slot of (tag, sloc, dloc) in step b; a new one has cur == 0 (the caller sets it). Its state is
+ * held in the step itself until another slot is used: consecutive ops of a step mostly use one slot (the
+ * same buffer), and the step is read anyway, while its table is one more cache miss. */
 static pl_mslot *mslot_get(pl_ctx *c, pl_stepb *b, uint32_t sloc, uint32_t dloc, uint32_t tag)
 {
-    if (b->mcap) {
-        pl_mslot *e = mslot_find(b, sloc, dloc, tag);
-        if (e->cur) return e;
-    }
+    pl_mslot *h = &b->hot;
+    if (h->cur && h->sloc == sloc && h->dloc == dloc && h->tag == tag) return h;
+    mslot_flush(b);
+    pl_mslot *e = b->mcap ? mslot_find(b, sloc, dloc, tag) : NULL;
+    if (!e || !e->cur) e = mslot_new(c, b, sloc, dloc, tag);
+    b->hot_at = (uint32_t)(e - b->mt);
+    *h = *e;
+    if (e->cur == UINT32_MAX) h->cur = 0; /* new */
+    return h;
+}
+
+/* A new table entry for (tag, sloc, dloc), marked taken (cur UINT32_MAX) until the step's slot is flushed. */
+static pl_mslot *mslot_new(pl_ctx *c, pl_stepb *b, uint32_t sloc, uint32_t dloc, uint32_t tag)
+{
     if ((b->mn + 1) * 4 > b->mcap * 3) {
         pl_mslot *old = b->mt;
         uint32_t ocap = b->mcap;
@@ -237,6 +258,8 @@ static pl_mslot *mslot_get(pl_ctx *c, pl_stepb *b, uint32_t sloc, uint32_t dloc,
     e->sloc = sloc;
     e->dloc = dloc;
     e->tag = tag;
+    e->cur = UINT32_MAX;
+    e->prev = 0;
     b->mn++;
     return e;
 }
@@ -266,6 +289,7 @@ static void close_merges(pl_ctx *c)
 {
     for (size_t i = 0; i < c->steps.n; i++) {
         pl_stepb *b = &c->steps.v[i];
+        mslot_flush(b);
         for (uint32_t j = 0; j < b->mcap; j++) {
             uint32_t cur = b->mt[j].cur, prev = b->mt[j].prev;
             if (cur && prev && try_extend(&b->pops.v[prev - 1], &b->pops.v[cur - 1], c->o->strided_reads))

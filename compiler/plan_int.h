@@ -322,6 +322,8 @@ typedef struct pl_ctx {
     uint64_t *rt_end;
     uint32_t *rt_round;
     uint32_t *rt_seg;   /* the segment laid out for entry i (seg_precreate) */
+    uint32_t rt_memo_f, rt_memo_i; /* rt_index's last answer: flow + 1 (0 none), entry */
+    uint64_t rt_memo_off;
     rs_vec(pl_seg) segs;
     rs_vec(pl_inst) insts;
     pl_map seg_index;

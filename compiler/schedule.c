@@ -377,9 +377,9 @@ static void set_local(pl_pop *p, int side, uint32_t loc, const rs_desc *d)
     memcpy(e->stride, d->stride, sizeof e->stride);
 }
 
+/* p is zeroed (its other dims and item steps stay 0). */
 static void set_staging(pl_pop *p, int side, uint32_t item, uint64_t off, uint64_t bytes)
 {
-    memset(&p->d[side], 0, sizeof p->d[side]);
     p->d[side].loc = RS_LOC_STAGING;
     p->d[side].ndim = 1;
     p->d[side].offset = off;
@@ -387,23 +387,27 @@ static void set_staging(pl_pop *p, int side, uint32_t item, uint64_t off, uint64
     p->d[side].stride[0] = 1;
     p->sym = (uint8_t)(side + 1);
     p->item = (int32_t)item;
-    memset(p->dl, 0, sizeof p->dl);
 }
 
-/* Index of flow f's round table entry holding byte `off` (rt_begin[f + 1] past the end). */
-static uint32_t rt_index(const pl_ctx *c, uint32_t f, uint64_t off)
+/* Index of flow f's round table entry holding byte `off` (rt_begin[f + 1] past the end). The last
+ * answer is remembered: a part's first chunk asks again what the part asked. */
+static uint32_t rt_index(pl_ctx *c, uint32_t f, uint64_t off)
 {
+    if (c->rt_memo_f == f + 1 && c->rt_memo_off == off) return c->rt_memo_i;
     uint32_t lo = c->rt_begin[f], hi = c->rt_begin[f + 1];
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
         if (c->rt_end[mid] <= off) lo = mid + 1;
         else hi = mid;
     }
+    c->rt_memo_f = f + 1;
+    c->rt_memo_off = off;
+    c->rt_memo_i = lo;
     return lo;
 }
 
 /* Round table entry of byte `off` of flow f (the last one past the end). */
-static uint32_t rt_entry(const pl_ctx *c, uint32_t f, uint64_t off)
+static uint32_t rt_entry(pl_ctx *c, uint32_t f, uint64_t off)
 {
     rs_assert(c->rt_begin[f] < c->rt_begin[f + 1]);
     uint32_t i = rt_index(c, f, off);
@@ -411,10 +415,10 @@ static uint32_t rt_entry(const pl_ctx *c, uint32_t f, uint64_t off)
 }
 
 /* Round of byte `off` of flow f (its round table from fill_rounds). */
-static uint32_t flow_round(const pl_ctx *c, uint32_t f, uint64_t off) { return c->rt_round[rt_entry(c, f, off)]; }
+static uint32_t flow_round(pl_ctx *c, uint32_t f, uint64_t off) { return c->rt_round[rt_entry(c, f, off)]; }
 
 /* End of the byte range of flow f's round table entry holding byte `off` (UINT64_MAX past the end). */
-static uint64_t flow_round_end(const pl_ctx *c, uint32_t f, uint64_t off)
+static uint64_t flow_round_end(pl_ctx *c, uint32_t f, uint64_t off)
 {
     uint32_t i = rt_index(c, f, off);
     return i < c->rt_begin[f + 1] ? c->rt_end[i] : UINT64_MAX;
@@ -519,8 +523,9 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
         set_local(&x, 0, E->sloc, &sd);
         set_staging(&x, 1, g->out_idx, y, bytes);
         uint32_t sbid = g->sb;
-        uint64_t inner = bytes / (sd.count[0] ? sd.count[0] : 1);
-        if (!c->o->strided_reads && sd.ndim >= 2 && sd.count[0] <= 4 && sd.stride[0] >= 2 * inner) {
+        uint64_t inner = 0; /* a row's bytes (a 64-bit division: only where it is needed) */
+        if (!c->o->strided_reads && sd.ndim >= 2 && sd.count[0] <= 4 &&
+            sd.stride[0] >= 2 * (inner = bytes / (sd.count[0] ? sd.count[0] : 1))) {
             /* a few far-apart rows (gate and up of one expert): pack each row on its own, so that row r of
              * consecutive receivers' fragments merge into one op without overlapping dims */
             for (uint64_t r = 0; r < sd.count[0]; r++) {

@@ -708,11 +708,16 @@ static int part_pass3(pl_ctx *c, const pl_cell *cell, const pl_part *p)
         uint32_t ci = 0;
         while (ci < cell->ncover && cell->cover_slot[ci] != p->sslot) ci++;
         rs_assert(ci < cell->ncover);
-        int64_t slo[PL_ND], shi[PL_ND];
-        pl_block_of(c, p->sslot, cell->cover_ks[ci], slo, shi);
         uint32_t sbase = c->tp[p->sslot].pin_base;
         for (uint32_t d = 0; d < cell->ndim; d++) sbase += c->tp[p->sslot].lin[d][cell->cover_ks[ci][d]];
-        sm = bmap_cached(c, p->sslot, sbase, slo, shi);
+        uint64_t *v = pl_block_cache(c, p->sslot, sbase) + 2;
+        sm = (const pl_bmap *)(uintptr_t)*v;
+        if (!sm) {
+            /* the block's extent only to build its map (once per tensor) */
+            int64_t slo[PL_ND], shi[PL_ND];
+            pl_block_of(c, p->sslot, cell->cover_ks[ci], slo, shi);
+            sm = bmap_cached(c, p->sslot, sbase, slo, shi);
+        }
     }
     if (!sm)
         return pl_fail(c, sgi, "tensor '%s': a block does not fill its box in buffer '%s' (element counts differ)",

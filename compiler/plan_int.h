@@ -94,9 +94,11 @@ typedef struct {
     int noref;            /* no common refinement: map row runs */
     uint32_t bnd;
     uint64_t base;        /* byte offset of the box origin */
+    uint64_t off0;        /* simple maps: base - sum of blo[fdim[k]] * fstr[k] (mod 2^64), so a lookup needs
+                             neither blo nor more than the first two cache lines of the map */
     uint8_t fdim[PL_NF];  /* tensor dim of F dim k (outer to inner) */
-    int64_t blo[PL_ND];   /* block origin */
     uint64_t fstr[PL_NF]; /* byte stride in the buffer */
+    int64_t blo[PL_ND];   /* block origin */
     int64_t ext[PL_ND];   /* block extents */
     int64_t frad[PL_NF];  /* radix */
     int64_t fw[PL_NF];    /* weight inside its tensor dim (product of the radices inside it) */

@@ -634,6 +634,8 @@ int pl_bmap_build(const rs_layout *L, uint32_t piece, const int64_t *blo, const 
     m->simple = 1;
     for (uint32_t d = 0; d < t->ndim; d++)
         if (per_dim[d] > 1) m->simple = 0;
+    m->off0 = m->base;
+    for (uint32_t k = 0; k < nf; k++) m->off0 -= (uint64_t)m->blo[m->fdim[k]] * m->fstr[k];
     return 0;
 }
 
@@ -730,9 +732,10 @@ int pl_bmap_desc(const pl_bmap *m, const int64_t *lo, const int64_t *hi, rs_desc
     int64_t start[PL_NF], count[PL_NF];
     if (m->simple) {
         /* every non-unit tensor dim is one F dim: any sub-box maps directly */
+        off = m->off0;
         for (uint32_t k = 0; k < m->nf; k++) {
             uint32_t dd = m->fdim[k];
-            off += (uint64_t)(lo[dd] - m->blo[dd]) * m->fstr[k];
+            off += (uint64_t)lo[dd] * m->fstr[k];
             cnt[n] = (uint64_t)(hi[dd] - lo[dd]);
             str[n] = m->fstr[k];
             n++;

@@ -69,6 +69,36 @@ int pl_route(pl_ctx *c, const pl_cell *cell)
     uint32_t nd = cell->ndim;
     pl_part p;
     memset(&p, 0, sizeof p);
+    if (cell->ndr == 1) {
+        /* One rank needs the cell (a destination sharded over every rank: DeepSeek-V3's routed experts,
+         * 7.6 M cells): the walk below without its per-domain lists, boxes and relay groups (a single
+         * domain is never relayed and gets one box). */
+        uint32_t r = cell->dr[0];
+        p.r = r;
+        memcpy(p.lo, cell->lo, sizeof p.lo); /* whole arrays: a fixed size copies without a call */
+        memcpy(p.hi, cell->hi, sizeof p.hi);
+        p.bytes = cell->bytes;
+        uint32_t slot = cand_slot(cand, ncand, r);
+        if (slot != RS_NONE) {
+            p.kind = PL_LOCAL;
+            p.s = r;
+            p.sslot = slot;
+            return emit(c, cell, &p, ncand);
+        }
+        uint32_t dm = dom[r];
+        for (uint32_t q = 0; q < ncand; q++)
+            if (dom[cand[2 * q]] == dm) {
+                p.kind = PL_NVL;
+                p.s = pl_nvl_sender(c, cell, dm, cell->bytes, &p.sslot);
+                return emit(c, cell, &p, ncand);
+            }
+        if (c->pass == 1) c->st->domain_need[dm] += cell->bytes;
+        p.kind = PL_NET;
+        c->net_in[r] += p.bytes;
+        p.key = ncand > 1 ? PL_KEY_CLASS : 0; /* no forward set */
+        p.s = pl_net_sender(c, cell, p.bytes, r, p.key, &p.sslot);
+        return emit(c, cell, &p, ncand);
+    }
     netdom nb_buf[8], *nb = nb_buf;
     uint32_t nnet = 0, cap = 8;
 
@@ -85,8 +115,8 @@ int pl_route(pl_ctx *c, const pl_cell *cell)
                 p.kind = PL_LOCAL;
                 p.s = p.r = r;
                 p.sslot = slot;
-                memcpy(p.lo, cell->lo, nd * sizeof p.lo[0]);
-                memcpy(p.hi, cell->hi, nd * sizeof p.hi[0]);
+                memcpy(p.lo, cell->lo, sizeof p.lo); /* whole arrays: a fixed size copies without a call */
+                memcpy(p.hi, cell->hi, sizeof p.hi);
                 p.bytes = cell->bytes;
                 if (emit(c, cell, &p, ncand)) return -1;
             } else {
@@ -104,8 +134,8 @@ int pl_route(pl_ctx *c, const pl_cell *cell)
                 p.kind = PL_NVL;
                 p.r = rest[q];
                 p.s = pl_nvl_sender(c, cell, dm, cell->bytes, &p.sslot);
-                memcpy(p.lo, cell->lo, nd * sizeof p.lo[0]);
-                memcpy(p.hi, cell->hi, nd * sizeof p.hi[0]);
+                memcpy(p.lo, cell->lo, sizeof p.lo); /* whole arrays: a fixed size copies without a call */
+                memcpy(p.hi, cell->hi, sizeof p.hi);
                 p.bytes = cell->bytes;
                 if (emit(c, cell, &p, ncand)) return -1;
             }
@@ -133,6 +163,7 @@ int pl_route(pl_ctx *c, const pl_cell *cell)
         if (h > nnet) h = nnet;
     }
     uint32_t gbase = nnet / (h ? h : 1), grem = nnet % (h ? h : 1);
+    int relayed = h < nnet; /* some domain has a parent: the domains record what their boxes' chunks did */
 
     for (uint32_t t = 0; t < nnet; t++) {
         netdom *x = &nb[t];
@@ -149,8 +180,8 @@ int pl_route(pl_ctx *c, const pl_cell *cell)
         uint32_t m = k > 1 ? pl_box_split(nd, cell->lo, cell->hi, k, x->box) : 0;
         if (m <= 1) {
             m = 1;
-            memcpy(x->box[0], cell->lo, nd * sizeof(int64_t));
-            memcpy(x->box[0] + PL_ND, cell->hi, nd * sizeof(int64_t));
+            memcpy(x->box[0], cell->lo, sizeof cell->lo);
+            memcpy(x->box[0] + PL_ND, cell->hi, sizeof cell->hi);
         }
         x->m = m;
         /* receivers by current network ingress, least loaded first (ties: lower rank) */
@@ -164,11 +195,13 @@ int pl_route(pl_ctx *c, const pl_cell *cell)
             }
             order[z] = r;
         }
-        x->krec = pl_alloc(&c->ar, m * sizeof *x->krec);
-        x->nkrec = pl_alloc(&c->ar, m * sizeof *x->nkrec);
-        x->kpm = pl_alloc(&c->ar, m * sizeof *x->kpm);
+        if (relayed) {
+            x->krec = pl_alloc(&c->ar, m * sizeof *x->krec);
+            x->nkrec = pl_alloc(&c->ar, m * sizeof *x->nkrec);
+            x->kpm = pl_alloc(&c->ar, m * sizeof *x->kpm);
+        }
         /* the domain this one is relayed from, if any */
-        uint32_t gpos = t < grem * (gbase + 1) ? t % (gbase + 1) : (t - grem * (gbase + 1)) % gbase;
+        uint32_t gpos = !relayed ? 0 : t < grem * (gbase + 1) ? t % (gbase + 1) : (t - grem * (gbase + 1)) % gbase;
         const netdom *par = gpos ? &nb[t - gpos + (gpos - 1) / N] : NULL;
         int same = par && par->m == m;
         for (uint32_t q = 0; same && q < m; q++)
@@ -186,8 +219,8 @@ int pl_route(pl_ctx *c, const pl_cell *cell)
             memset(&p, 0, sizeof p);
             p.kind = PL_NET;
             p.r = order[q];
-            memcpy(p.lo, x->box[q], nd * sizeof p.lo[0]);
-            memcpy(p.hi, x->box[q] + PL_ND, nd * sizeof p.hi[0]);
+            memcpy(p.lo, x->box[q], sizeof p.lo); /* past nd: never read */
+            memcpy(p.hi, x->box[q] + PL_ND, sizeof p.hi);
             p.bytes = pl_box_elems(nd, p.lo, p.hi) * cell->es;
             uint32_t nf = 0;
             for (uint32_t z = 0; z < nrest; z++)
@@ -216,6 +249,7 @@ int pl_route(pl_ctx *c, const pl_cell *cell)
                 c->relay_out[p.s] += p.bytes;
             }
             if (emit(c, cell, &p, ncand)) return -1;
+            if (!relayed) continue;
             x->nkrec[q] = (uint32_t)c->chunk_k.n;
             x->kpm[q] = c->cur_pm;
             x->krec[q] = NULL;

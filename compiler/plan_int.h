@@ -94,9 +94,11 @@ typedef struct {
     int noref;            /* no common refinement: map row runs */
     uint32_t bnd;
     uint64_t base;        /* byte offset of the box origin */
+    uint64_t off0;        /* simple maps: base - sum of blo[fdim[k]] * fstr[k] (mod 2^64), so a lookup needs
+                             neither blo nor more than the first two cache lines of the map */
     uint8_t fdim[PL_NF];  /* tensor dim of F dim k (outer to inner) */
-    int64_t blo[PL_ND];   /* block origin */
     uint64_t fstr[PL_NF]; /* byte stride in the buffer */
+    int64_t blo[PL_ND];   /* block origin */
     int64_t ext[PL_ND];   /* block extents */
     int64_t frad[PL_NF];  /* radix */
     int64_t fw[PL_NF];    /* weight inside its tensor dim (product of the radices inside it) */
@@ -260,6 +262,8 @@ struct pl_stepb {
     rs_vec(uint64_t) in;       /* received items: seg id << 1 (direct receiver) or inst id << 1 | 1 */
     pl_mslot *mt;              /* merge state (open addressing, mcap a power of two) */
     uint32_t mcap, mn;
+    pl_mslot hot;              /* the slot used last, held here (hot.cur == 0: none); mt[hot_at] is stale */
+    uint32_t hot_at;
 };
 
 typedef struct pl_ctx {
@@ -320,6 +324,8 @@ typedef struct pl_ctx {
     uint64_t *rt_end;
     uint32_t *rt_round;
     uint32_t *rt_seg;   /* the segment laid out for entry i (seg_precreate) */
+    uint32_t rt_memo_f, rt_memo_i; /* rt_index's last answer: flow + 1 (0 none), entry */
+    uint64_t rt_memo_off;
     rs_vec(pl_seg) segs;
     rs_vec(pl_inst) insts;
     pl_map seg_index;

@@ -449,10 +449,18 @@ static int dst_cells(pl_ctx *c, uint32_t dslot)
         cover_slot = pl_alloc(&c->tar, nsrc * sizeof *cover_slot);
         cover_ks = pl_alloc(&c->tar, nsrc * sizeof *cover_ks);
     }
+    /* The covering sources (and so the candidates) depend only on the elementary intervals of the dims
+     * that have cover lists: consecutive cells that differ elsewhere (mostly the innermost dims) reuse
+     * them. */
+    uint8_t cdim[PL_ND];
+    for (uint32_t d = 0; d < nd; d++) cdim[d] = !trivial[d] || (all_trivial && d == 0);
+    uint32_t cidx[PL_ND] = {0}, ncover = 0, cand = 0;
+    int have_cover = 0;
     for (;;) {
         uint64_t elems = 1;
         uint32_t base = D->pin_base;
         uint32_t best = 0;
+        int same = have_cover;
         for (uint32_t d = 0; d < nd; d++) {
             const elem_iv *e = &el[d][idx[d]];
             cell.lo[d] = e->lo;
@@ -462,27 +470,33 @@ static int dst_cells(pl_ctx *c, uint32_t dslot)
             dlo[d] = D->lo[d][e->kd];
             dhi[d] = D->hi[d][e->kd];
             if (!trivial[d] && (trivial[best] || e->ncov < el[best][idx[best]].ncov)) best = d;
+            if (cdim[d] && cidx[d] != idx[d]) same = 0;
         }
-        /* covering sources: the pieces of the shortest cover list present in every dim */
-        uint32_t ncover = 0;
-        if (nd == 0) {
-            for (uint32_t s = 0; s < nsrc; s++)
-                if (c->tp[s].held) cover_slot[ncover++] = s;
-        } else {
-            const elem_iv *eb = &el[best][idx[best]];
-            for (uint32_t i = 0; i < eb->ncov; i++) {
-                uint32_t s = covs[best][2 * (eb->cov + i)];
-                int ok = 1;
-                for (uint32_t d = 0; d < nd && ok; d++) {
-                    const elem_iv *e = &el[d][idx[d]];
-                    int64_t q = d == best   ? (int64_t)covs[best][2 * (eb->cov + i) + 1]
-                                : trivial[d] ? 0
-                                             : cov_find(covs[d] + 2 * e->cov, e->ncov, s);
-                    if (q < 0) ok = 0;
-                    else cover_ks[ncover][d] = (uint32_t)q;
+        if (!same) {
+            /* covering sources: the pieces of the shortest cover list present in every dim */
+            ncover = 0;
+            if (nd == 0) {
+                for (uint32_t s = 0; s < nsrc; s++)
+                    if (c->tp[s].held) cover_slot[ncover++] = s;
+            } else {
+                const elem_iv *eb = &el[best][idx[best]];
+                for (uint32_t i = 0; i < eb->ncov; i++) {
+                    uint32_t s = covs[best][2 * (eb->cov + i)];
+                    int ok = 1;
+                    for (uint32_t d = 0; d < nd && ok; d++) {
+                        const elem_iv *e = &el[d][idx[d]];
+                        int64_t q = d == best   ? (int64_t)covs[best][2 * (eb->cov + i) + 1]
+                                    : trivial[d] ? 0
+                                                 : cov_find(covs[d] + 2 * e->cov, e->ncov, s);
+                        if (q < 0) ok = 0;
+                        else cover_ks[ncover][d] = (uint32_t)q;
+                    }
+                    if (ok) cover_slot[ncover++] = s;
                 }
-                if (ok) cover_slot[ncover++] = s;
             }
+            cand = RS_NONE; /* made for the first cell that needs it */
+            memcpy(cidx, idx, sizeof cidx);
+            have_cover = 1;
         }
         if (elems > 0) {
             if (ncover == 0) {
@@ -499,7 +513,8 @@ static int dst_cells(pl_ctx *c, uint32_t dslot)
             cell.ncover = ncover;
             cell.cover_slot = cover_slot;
             cell.cover_ks = cover_ks;
-            cell.cand = cell_cands(c, ncover, cover_slot, cover_ks);
+            if (cand == RS_NONE) cand = cell_cands(c, ncover, cover_slot, cover_ks);
+            cell.cand = cand;
             if (c->pass == 1) c->st->cells++;
             if (cell.ndr && pl_route(c, &cell)) return -1;
             pl_arena_reset(&c->ar); /* the routing's scratch */
@@ -619,6 +634,8 @@ int pl_bmap_build(const rs_layout *L, uint32_t piece, const int64_t *blo, const 
     m->simple = 1;
     for (uint32_t d = 0; d < t->ndim; d++)
         if (per_dim[d] > 1) m->simple = 0;
+    m->off0 = m->base;
+    for (uint32_t k = 0; k < nf; k++) m->off0 -= (uint64_t)m->blo[m->fdim[k]] * m->fstr[k];
     return 0;
 }
 
@@ -715,9 +732,10 @@ int pl_bmap_desc(const pl_bmap *m, const int64_t *lo, const int64_t *hi, rs_desc
     int64_t start[PL_NF], count[PL_NF];
     if (m->simple) {
         /* every non-unit tensor dim is one F dim: any sub-box maps directly */
+        off = m->off0;
         for (uint32_t k = 0; k < m->nf; k++) {
             uint32_t dd = m->fdim[k];
-            off += (uint64_t)(lo[dd] - m->blo[dd]) * m->fstr[k];
+            off += (uint64_t)lo[dd] * m->fstr[k];
             cnt[n] = (uint64_t)(hi[dd] - lo[dd]);
             str[n] = m->fstr[k];
             n++;

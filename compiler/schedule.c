@@ -217,13 +217,34 @@ static pl_mslot *mslot_find(pl_stepb *b, uint32_t sloc, uint32_t dloc, uint32_t 
     }
 }
 
-/* The merge slot of (tag, sloc, dloc) in step b; a new one has cur == 0 (the caller sets it). */
+static pl_mslot *mslot_new(pl_ctx *c, pl_stepb *b, uint32_t sloc, uint32_t dloc, uint32_t tag);
+
+/* The slot held in the step goes back to its table entry. */
+static void mslot_flush(pl_stepb *b)
+{
+    if (b->hot.cur) b->mt[b->hot_at] = b->hot;
+    b->hot.cur = 0;
+}
+
+/* The merge slot of (tag, sloc, dloc) in step b; a new one has cur == 0 (the caller sets it). Its state is
+ * held in the step itself until another slot is used: consecutive ops of a step mostly use one slot (the
+ * same buffer), and the step is read anyway, while its table is one more cache miss. */
 static pl_mslot *mslot_get(pl_ctx *c, pl_stepb *b, uint32_t sloc, uint32_t dloc, uint32_t tag)
 {
-    if (b->mcap) {
-        pl_mslot *e = mslot_find(b, sloc, dloc, tag);
-        if (e->cur) return e;
-    }
+    pl_mslot *h = &b->hot;
+    if (h->cur && h->sloc == sloc && h->dloc == dloc && h->tag == tag) return h;
+    mslot_flush(b);
+    pl_mslot *e = b->mcap ? mslot_find(b, sloc, dloc, tag) : NULL;
+    if (!e || !e->cur) e = mslot_new(c, b, sloc, dloc, tag);
+    b->hot_at = (uint32_t)(e - b->mt);
+    *h = *e;
+    if (e->cur == UINT32_MAX) h->cur = 0; /* new */
+    return h;
+}
+
+/* A new table entry for (tag, sloc, dloc), marked taken (cur UINT32_MAX) until the step's slot is flushed. */
+static pl_mslot *mslot_new(pl_ctx *c, pl_stepb *b, uint32_t sloc, uint32_t dloc, uint32_t tag)
+{
     if ((b->mn + 1) * 4 > b->mcap * 3) {
         pl_mslot *old = b->mt;
         uint32_t ocap = b->mcap;
@@ -237,6 +258,8 @@ static pl_mslot *mslot_get(pl_ctx *c, pl_stepb *b, uint32_t sloc, uint32_t dloc,
     e->sloc = sloc;
     e->dloc = dloc;
     e->tag = tag;
+    e->cur = UINT32_MAX;
+    e->prev = 0;
     b->mn++;
     return e;
 }
@@ -266,6 +289,7 @@ static void close_merges(pl_ctx *c)
 {
     for (size_t i = 0; i < c->steps.n; i++) {
         pl_stepb *b = &c->steps.v[i];
+        mslot_flush(b);
         for (uint32_t j = 0; j < b->mcap; j++) {
             uint32_t cur = b->mt[j].cur, prev = b->mt[j].prev;
             if (cur && prev && try_extend(&b->pops.v[prev - 1], &b->pops.v[cur - 1], c->o->strided_reads))
@@ -353,9 +377,9 @@ static void set_local(pl_pop *p, int side, uint32_t loc, const rs_desc *d)
     memcpy(e->stride, d->stride, sizeof e->stride);
 }
 
+/* p is zeroed (its other dims and item steps stay 0). */
 static void set_staging(pl_pop *p, int side, uint32_t item, uint64_t off, uint64_t bytes)
 {
-    memset(&p->d[side], 0, sizeof p->d[side]);
     p->d[side].loc = RS_LOC_STAGING;
     p->d[side].ndim = 1;
     p->d[side].offset = off;
@@ -363,23 +387,27 @@ static void set_staging(pl_pop *p, int side, uint32_t item, uint64_t off, uint64
     p->d[side].stride[0] = 1;
     p->sym = (uint8_t)(side + 1);
     p->item = (int32_t)item;
-    memset(p->dl, 0, sizeof p->dl);
 }
 
-/* Index of flow f's round table entry holding byte `off` (rt_begin[f + 1] past the end). */
-static uint32_t rt_index(const pl_ctx *c, uint32_t f, uint64_t off)
+/* Index of flow f's round table entry holding byte `off` (rt_begin[f + 1] past the end). The last
+ * answer is remembered: a part's first chunk asks again what the part asked. */
+static uint32_t rt_index(pl_ctx *c, uint32_t f, uint64_t off)
 {
+    if (c->rt_memo_f == f + 1 && c->rt_memo_off == off) return c->rt_memo_i;
     uint32_t lo = c->rt_begin[f], hi = c->rt_begin[f + 1];
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
         if (c->rt_end[mid] <= off) lo = mid + 1;
         else hi = mid;
     }
+    c->rt_memo_f = f + 1;
+    c->rt_memo_off = off;
+    c->rt_memo_i = lo;
     return lo;
 }
 
 /* Round table entry of byte `off` of flow f (the last one past the end). */
-static uint32_t rt_entry(const pl_ctx *c, uint32_t f, uint64_t off)
+static uint32_t rt_entry(pl_ctx *c, uint32_t f, uint64_t off)
 {
     rs_assert(c->rt_begin[f] < c->rt_begin[f + 1]);
     uint32_t i = rt_index(c, f, off);
@@ -387,10 +415,10 @@ static uint32_t rt_entry(const pl_ctx *c, uint32_t f, uint64_t off)
 }
 
 /* Round of byte `off` of flow f (its round table from fill_rounds). */
-static uint32_t flow_round(const pl_ctx *c, uint32_t f, uint64_t off) { return c->rt_round[rt_entry(c, f, off)]; }
+static uint32_t flow_round(pl_ctx *c, uint32_t f, uint64_t off) { return c->rt_round[rt_entry(c, f, off)]; }
 
 /* End of the byte range of flow f's round table entry holding byte `off` (UINT64_MAX past the end). */
-static uint64_t flow_round_end(const pl_ctx *c, uint32_t f, uint64_t off)
+static uint64_t flow_round_end(pl_ctx *c, uint32_t f, uint64_t off)
 {
     uint32_t i = rt_index(c, f, off);
     return i < c->rt_begin[f + 1] ? c->rt_end[i] : UINT64_MAX;
@@ -495,8 +523,9 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
         set_local(&x, 0, E->sloc, &sd);
         set_staging(&x, 1, g->out_idx, y, bytes);
         uint32_t sbid = g->sb;
-        uint64_t inner = bytes / (sd.count[0] ? sd.count[0] : 1);
-        if (!c->o->strided_reads && sd.ndim >= 2 && sd.count[0] <= 4 && sd.stride[0] >= 2 * inner) {
+        uint64_t inner = 0; /* a row's bytes (a 64-bit division: only where it is needed) */
+        if (!c->o->strided_reads && sd.ndim >= 2 && sd.count[0] <= 4 &&
+            sd.stride[0] >= 2 * (inner = bytes / (sd.count[0] ? sd.count[0] : 1))) {
             /* a few far-apart rows (gate and up of one expert): pack each row on its own, so that row r of
              * consecutive receivers' fragments merge into one op without overlapping dims */
             for (uint64_t r = 0; r < sd.count[0]; r++) {
@@ -679,11 +708,16 @@ static int part_pass3(pl_ctx *c, const pl_cell *cell, const pl_part *p)
         uint32_t ci = 0;
         while (ci < cell->ncover && cell->cover_slot[ci] != p->sslot) ci++;
         rs_assert(ci < cell->ncover);
-        int64_t slo[PL_ND], shi[PL_ND];
-        pl_block_of(c, p->sslot, cell->cover_ks[ci], slo, shi);
         uint32_t sbase = c->tp[p->sslot].pin_base;
         for (uint32_t d = 0; d < cell->ndim; d++) sbase += c->tp[p->sslot].lin[d][cell->cover_ks[ci][d]];
-        sm = bmap_cached(c, p->sslot, sbase, slo, shi);
+        uint64_t *v = pl_block_cache(c, p->sslot, sbase) + 2;
+        sm = (const pl_bmap *)(uintptr_t)*v;
+        if (!sm) {
+            /* the block's extent only to build its map (once per tensor) */
+            int64_t slo[PL_ND], shi[PL_ND];
+            pl_block_of(c, p->sslot, cell->cover_ks[ci], slo, shi);
+            sm = bmap_cached(c, p->sslot, sbase, slo, shi);
+        }
     }
     if (!sm)
         return pl_fail(c, sgi, "tensor '%s': a block does not fill its box in buffer '%s' (element counts differ)",
@@ -908,28 +942,56 @@ typedef struct {
     uint32_t k, key, s, r, flow, rt; /* rt: the round table entry */
 } pre_rec;
 
-static int pre_cmp(const void *a, const void *b)
+/* Flows by (key, sender, receiver, id): the order of a round's segments. */
+static int pre_flow_cmp(const void *a, const void *b, void *ctx)
 {
-    const pre_rec *x = a, *y = b;
-    if (x->k != y->k) return x->k < y->k ? -1 : 1;
-    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    const pl_flow *f = ctx;
+    uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
+    const pl_flow *x = &f[i], *y = &f[j];
+    if (x->fset != y->fset) return x->fset < y->fset ? -1 : 1;
     if (x->s != y->s) return x->s < y->s ? -1 : 1;
     if (x->r != y->r) return x->r < y->r ? -1 : 1;
-    return x->flow < y->flow ? -1 : x->flow > y->flow;
+    return i < j ? -1 : i > j;
 }
 
 static void seg_precreate(pl_ctx *c)
 {
+    /* The records sorted by (round, key, sender, receiver, flow): the flows sorted once by the last four,
+     * then their records distributed by round (a stable counting sort), instead of sorting the records
+     * (half a million on Qwen3-235B). */
+    uint32_t nfl = (uint32_t)c->flows.n;
+    uint32_t *ford = rs_xmalloc((nfl + 1) * sizeof *ford);
+    for (uint32_t f = 0; f < nfl; f++) ford[f] = f;
+    if (nfl > 1) qsort_r(ford, nfl, sizeof *ford, pre_flow_cmp, c->flows.v);
+    uint32_t nk = 0;
+    size_t nrec = 0;
+    for (uint32_t f = 0; f < nfl; f++)
+        for (uint32_t i = c->rt_begin[f]; i < c->rt_begin[f + 1]; i++) {
+            if (i > c->rt_begin[f] && c->rt_round[i] == c->rt_round[i - 1]) continue;
+            if (c->rt_round[i] + 1 > nk) nk = c->rt_round[i] + 1;
+            nrec++;
+        }
+    size_t *kat = rs_xcalloc((size_t)nk + 1, sizeof *kat);
+    for (uint32_t f = 0; f < nfl; f++)
+        for (uint32_t i = c->rt_begin[f]; i < c->rt_begin[f + 1]; i++) {
+            if (i > c->rt_begin[f] && c->rt_round[i] == c->rt_round[i - 1]) continue;
+            kat[c->rt_round[i] + 1]++;
+        }
+    for (uint32_t k = 0; k < nk; k++) kat[k + 1] += kat[k];
     rs_vec(pre_rec) v = {0};
-    for (uint32_t f = 0; f < (uint32_t)c->flows.n; f++) {
+    rs_vec_reserve(&v, nrec);
+    v.n = nrec;
+    for (uint32_t q = 0; q < nfl; q++) {
+        uint32_t f = ford[q];
         const pl_flow *fl = &c->flows.v[f];
         for (uint32_t i = c->rt_begin[f]; i < c->rt_begin[f + 1]; i++) {
             if (i > c->rt_begin[f] && c->rt_round[i] == c->rt_round[i - 1]) continue;
             pre_rec r = {c->rt_round[i], fl->fset, fl->s, fl->r, f, i};
-            rs_vec_push(&v, r);
+            v.v[kat[r.k]++] = r;
         }
     }
-    if (v.n > 1) qsort(v.v, v.n, sizeof *v.v, pre_cmp);
+    free(kat);
+    free(ford);
     uint32_t nrt = c->rt_begin[c->flows.n];
     c->rt_seg = rs_xmalloc((nrt + 1) * sizeof *c->rt_seg);
     uint32_t id = 0;
@@ -960,28 +1022,65 @@ static void seg_precreate(pl_ctx *c)
 
 typedef struct {
     uint64_t at;
-    uint32_t s, flow, w, seq;
+    uint32_t s, flow, r, wi; /* wi: the (flow, window) entry of the fw arrays */
+    uint8_t lane;
 } fill_item;
 
-static int fill_item_cmp(const void *a, const void *b)
+/* Run a (at, run) precedes run b? (a min-heap of the senders' runs, by their next item's offset, then sender) */
+static inline int fill_run_less(const fill_item *it, const uint32_t *pos, uint32_t a, uint32_t b)
 {
-    const fill_item *x = a, *y = b;
-    if (x->at != y->at) return x->at < y->at ? -1 : 1;
-    if (x->s != y->s) return x->s < y->s ? -1 : 1;
-    return x->seq < y->seq ? -1 : x->seq > y->seq;
+    uint64_t x = it[pos[a]].at, y = it[pos[b]].at;
+    return x < y || (x == y && a < b);
+}
+
+static void fill_sift(const fill_item *it, const uint32_t *pos, uint32_t *heap, uint32_t n, uint32_t i)
+{
+    for (;;) {
+        uint32_t l = 2 * i + 1, m = i;
+        if (l < n && fill_run_less(it, pos, heap[l], heap[m])) m = l;
+        if (l + 1 < n && fill_run_less(it, pos, heap[l + 1], heap[m])) m = l + 1;
+        if (m == i) return;
+        uint32_t t = heap[i];
+        heap[i] = heap[m];
+        heap[m] = t;
+        i = m;
+    }
 }
 
 typedef struct {
     pl_u64vec v; /* bytes per round */
     uint32_t first; /* no round below it has room for a sliver */
+    pl_u32vec nx; /* rounds without room for a sliver point past themselves (union-find; nx[k] == k, or k
+                     past the end: room) */
 } round_load;
 
 static uint64_t rl_at(const round_load *l, uint32_t k) { return k < l->v.n ? l->v.v[k] : 0; }
 
-static void rl_add(round_load *l, uint32_t k, uint64_t b)
+/* The first round from k on with room for a sliver (loads only grow, so a round that lost it never gets
+ * it back). */
+static uint32_t rl_room(round_load *l, uint32_t k)
+{
+    uint32_t r = k, n = (uint32_t)l->nx.n;
+    while (r < n && l->nx.v[r] != r) r = l->nx.v[r];
+    while (k < n && l->nx.v[k] != k) {
+        uint32_t p = l->nx.v[k];
+        l->nx.v[k] = r;
+        k = p;
+    }
+    return r;
+}
+
+static void rl_add(round_load *l, uint32_t k, uint64_t b, uint64_t C, uint64_t sliver)
 {
     while (l->v.n <= k) rs_vec_push(&l->v, 0);
     l->v.v[k] += b;
+    if (C - (l->v.v[k] < C ? l->v.v[k] : C) < sliver) {
+        while (l->nx.n <= k) {
+            uint32_t self = (uint32_t)l->nx.n;
+            rs_vec_push(&l->nx, self);
+        }
+        l->nx.v[k] = k + 1;
+    }
 }
 
 typedef struct {
@@ -992,11 +1091,13 @@ typedef struct {
 static void fill_rounds(pl_ctx *c)
 {
     /* stream order of every (flow, window) */
-    rs_vec(fill_item) items = {0};
+    rs_vec(fill_item) gen = {0};
     uint32_t nsenders = 0;
     for (uint32_t s = 0; s < c->world; s++)
         if (c->snd[s].flows.n) nsenders++;
-    uint32_t ord = 0, seq = 0;
+    uint32_t *run_end = rs_xmalloc((nsenders + 1) * sizeof *run_end);
+    uint32_t *pos = rs_xmalloc((nsenders + 1) * sizeof *pos);
+    uint32_t ord = 0, nruns = 0;
     for (uint32_t s = 0; s < c->world; s++) {
         pl_sender *x = &c->snd[s];
         if (!x->flows.n) continue;
@@ -1004,17 +1105,42 @@ static void fill_rounds(pl_ctx *c)
         uint32_t phi = (uint32_t)((uint64_t)ord * nr / nsenders);
         ord++;
         uint64_t cur = 0;
+        size_t first = gen.n;
         for (uint32_t w = 0; w < x->nwin; w++)
             for (uint32_t q = 0; q < nr; q++) {
                 uint32_t f = x->flows.v[(phi + q) % nr];
-                uint64_t n = c->fw_bytes[c->flows.v[f].win_base + w];
-                if (!n || (c->flows.v[f].fset & PL_KEY_RELAY)) continue; /* relays: rounds set in pass 3 */
-                fill_item it = {cur, s, f, w, seq++};
-                rs_vec_push(&items, it);
+                const pl_flow *fl = &c->flows.v[f];
+                uint64_t n = c->fw_bytes[fl->win_base + w];
+                if (!n || (fl->fset & PL_KEY_RELAY)) continue; /* relays: rounds set in pass 3 */
+                fill_item it = {cur, s, f, fl->r, fl->win_base + w, fl->lane};
+                rs_vec_push(&gen, it);
                 cur += n;
             }
+        if (gen.n > first) {
+            pos[nruns] = (uint32_t)first;
+            run_end[nruns++] = (uint32_t)gen.n;
+        }
     }
-    if (items.n > 1) qsort(items.v, items.n, sizeof *items.v, fill_item_cmp);
+    /* Stream order: by offset, then sender. A sender's items have strictly increasing offsets and the
+     * runs are by sender, so a k-way merge of the runs gives it (glibc's qsort of the items took 0.1 s
+     * on Qwen3-235B). */
+    rs_vec(fill_item) items = {0};
+    rs_vec_reserve(&items, gen.n);
+    {
+        uint32_t *heap = rs_xmalloc((nruns + 1) * sizeof *heap), nh = nruns;
+        for (uint32_t i = 0; i < nruns; i++) heap[i] = i;
+        for (uint32_t i = nh / 2; i-- > 0;) fill_sift(gen.v, pos, heap, nh, i);
+        while (nh) {
+            uint32_t a = heap[0];
+            items.v[items.n++] = gen.v[pos[a]++];
+            if (pos[a] == run_end[a]) heap[0] = heap[--nh];
+            fill_sift(gen.v, pos, heap, nh, 0);
+        }
+        free(heap);
+    }
+    rs_vec_free(&gen);
+    free(run_end);
+    free(pos);
 
     uint64_t C = c->cs, sliver = C / 16 ? C / 16 : 1;
     size_t nl = (size_t)c->world * 4; /* (lane, out/in, rank) */
@@ -1023,20 +1149,29 @@ static void fill_rounds(pl_ctx *c)
     rs_vec(fill_rec) recs = {0};
     for (size_t i = 0; i < items.n; i++) {
         const fill_item *it = &items.v[i];
-        const pl_flow *fl = &c->flows.v[it->flow];
-        round_load *o = &load[((size_t)fl->lane * 2 + 0) * c->world + fl->s];
-        round_load *n = &load[((size_t)fl->lane * 2 + 1) * c->world + fl->r];
-        uint32_t wi = fl->win_base + it->w;
+        round_load *o = &load[((size_t)it->lane * 2 + 0) * c->world + it->s];
+        round_load *n = &load[((size_t)it->lane * 2 + 1) * c->world + it->r];
+        uint32_t wi = it->wi;
         uint64_t rem = c->fw_bytes[wi];
         c->fw_base[wi] = fofs[it->flow];
         uint32_t k = o->first > n->first ? o->first : n->first;
         for (; rem; k++) {
+            if (rem >= sliver) {
+                /* the first round from k on where both links have room for a sliver (what the scan
+                 * below finds for such a piece), skipping full rounds (a receiver fed by many senders
+                 * has many: Qwen3-235B scanned 70 rounds per piece) */
+                for (uint32_t k2;;) {
+                    k = rl_room(o, k);
+                    if ((k2 = rl_room(n, k)) == k) break;
+                    k = k2;
+                }
+            }
             uint64_t lo = rl_at(o, k), li = rl_at(n, k);
             uint64_t ao = lo < C ? C - lo : 0, ai = li < C ? C - li : 0, av = ao < ai ? ao : ai;
             if (!av || av < (rem < sliver ? rem : sliver)) continue;
             uint64_t t = av < rem ? av : rem;
-            rl_add(o, k, t);
-            rl_add(n, k, t);
+            rl_add(o, k, t, C, sliver);
+            rl_add(n, k, t, C, sliver);
             fofs[it->flow] += t;
             rem -= t;
             size_t m = recs.n;
@@ -1064,7 +1199,10 @@ static void fill_rounds(pl_ctx *c)
         c->rt_round[j] = recs.v[i].round;
     }
     free(at);
-    for (size_t i = 0; i < nl; i++) rs_vec_free(&load[i].v);
+    for (size_t i = 0; i < nl; i++) {
+        rs_vec_free(&load[i].v);
+        rs_vec_free(&load[i].nx);
+    }
     free(load);
     free(fofs);
     rs_vec_free(&recs);
@@ -1176,26 +1314,27 @@ static void desc_check_ok(const pl_pdesc *d, int *ok, int loose)
 
 static void put_op(prog_out *o, const pl_pop *p)
 {
-    rs_op op;
-    memset(&op, 0, sizeof op);
-    op.code = p->code;
-    op.tensor = p->tensor;
-    op.src = (uint32_t)o->descs.n;
-    op.dst = op.src + 1;
-    op.peer = RS_NONE;
-    op.loc = RS_NONE;
+    /* written in place: the arrays were reserved for the rank's program (pl_finalize) */
+    rs_vec_reserve(&o->descs, 2);
+    rs_vec_reserve(&o->ops, 1);
+    rs_op *op = &o->ops.v[o->ops.n++];
+    memset(op, 0, sizeof *op);
+    op->code = p->code;
+    op->tensor = p->tensor;
+    op->src = (uint32_t)o->descs.n;
+    op->dst = op->src + 1;
+    op->peer = RS_NONE;
+    op->loc = RS_NONE;
     for (int sd = 0; sd < 2; sd++) {
-        rs_desc d;
-        memset(&d, 0, sizeof d);
-        d.loc = p->d[sd].loc;
-        d.ndim = p->d[sd].ndim;
-        d.offset = p->d[sd].offset;
-        memcpy(d.count, p->d[sd].count, d.ndim * sizeof d.count[0]);
-        memcpy(d.stride, p->d[sd].stride, d.ndim * sizeof d.stride[0]);
-        rs_vec_push(&o->descs, d);
+        rs_desc *d = &o->descs.v[o->descs.n++];
+        memset(d, 0, sizeof *d);
+        d->loc = p->d[sd].loc;
+        d->ndim = p->d[sd].ndim;
+        d->offset = p->d[sd].offset;
+        memcpy(d->count, p->d[sd].count, d->ndim * sizeof d->count[0]);
+        memcpy(d->stride, p->d[sd].stride, d->ndim * sizeof d->stride[0]);
     }
-    op.bytes = rs_desc_bytes(&o->descs.v[o->descs.n - 2]);
-    rs_vec_push(&o->ops, op);
+    op->bytes = rs_desc_bytes(&o->descs.v[op->src]);
 }
 
 /* Resolve the staging side of p (items -> offsets); split along dims whose items are not evenly spaced. */
@@ -1453,6 +1592,28 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
         /* programs */
         prog_out o;
         memset(&o, 0, sizeof o);
+        {
+            /* Reserve the program at once: every live op resolves to at least one op (splits make
+             * more: room for one per op, a third of them split on DeepSeek-V3), plus one SEND or RECV
+             * per segment item and forward. Grown by doubling, the arrays were copied about once more
+             * and touched twice the memory (DeepSeek-V3: 0.7 GB of descriptors). Pages of the reserve
+             * that are never written cost nothing, and the exact-size realloc below gives them back. */
+            size_t npop = 0, nmsg = 0;
+            for (int32_t k = -1; k < (int32_t)nk; k++)
+                for (int lane = 0; lane < 2; lane++) {
+                    uint32_t sb = k < 0 ? (lane == RS_LANE_NVL ? c->local_step[r] : RS_NONE)
+                                        : step_of(c, r, lane, (uint32_t)k);
+                    if (sb == RS_NONE) continue;
+                    const pl_stepb *b = &c->steps.v[sb];
+                    npop += b->pops.n;
+                    nmsg += b->out.n + b->in.n;
+                    if (lane == RS_LANE_NET)
+                        for (size_t i = 0; i < b->in.n; i++)
+                            if (!(b->in.v[i] & 1)) nmsg += c->segs.v[b->in.v[i] >> 1].ninst;
+                }
+            rs_vec_reserve(&o.ops, 2 * npop + nmsg);
+            rs_vec_reserve(&o.descs, 4 * npop);
+        }
         int32_t last_net_waited = -1, last_nvl_waited = -1;
         int32_t net_step_of_round_le = -1; /* program index of the latest NET step so far */
         struct { int32_t *v; size_t n, cap; } nvl_prog = {0}, net_prog = {0}, pack_prog = {0}; /* round -> program step index */

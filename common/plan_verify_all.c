@@ -2358,21 +2358,18 @@ static void cov_collect(vctx *c, uint32_t r, const vseg_vec *ld, uint64_t budget
 
 static int unpack_like(vctx *c, uint32_t r, const rs_desc *dst, const prov_vec *src_pieces)
 {
-    /* destination decomposition once, then each source piece against its slice */
-    vseg_vec ld = {0};
+    /* destination decomposition once, then each source piece against its slice (into the context's
+     * vector: a fresh one grew by reallocation on each of the ~0.7 M calls) */
+    vseg_vec *ld = &c->ld;
     uint64_t b0 = c->budget, nb = dbytes(dst);
-    if (decompose(c, r, dst->loc, dst, 0, nb, &ld)) {
-        rs_vec_free(&ld);
-        return -1;
-    }
-    if (c->cov && nb) cov_collect(c, r, &ld, c->budget - b0);
+    if (decompose(c, r, dst->loc, dst, 0, nb, ld)) return -1;
+    if (c->cov && nb) cov_collect(c, r, ld, c->budget - b0);
     uint64_t at = 0;
     int rc = 0;
     for (size_t i = 0; i < src_pieces->n && !rc; i++) {
-        rc = check_delivery(c, r, &ld, 0, at, &src_pieces->v[i]);
+        rc = check_delivery(c, r, ld, 0, at, &src_pieces->v[i]);
         at += src_pieces->v[i].len;
     }
-    rs_vec_free(&ld);
     return rc;
 }
 

@@ -1448,6 +1448,98 @@ static void permute(void *base, size_t n, size_t size, const size_t *ord)
     free(out);
 }
 
+/* One (lane, a, b): the q-th send of a pairs with the q-th receive of b. */
+static int match_key(vctx *c, vglob *G, uint32_t lane, uint32_t a, uint32_t b, const uint32_t *sv, size_t sn,
+                     const uint32_t *rv, size_t rn)
+{
+    if (sn != rn)
+        return vfail(c, "%s lane: rank %u sends %zu messages to rank %u, which receives %zu", lane ? "NVL" : "NET", a, sn,
+                     b, rn);
+    for (size_t q = 0; q < sn; q++) {
+        uint32_t so = sv[q], ro = rv[q];
+        const rs_op *x = &c->P->ranks[a].ops[so - G->op_base[a]], *y = &c->P->ranks[b].ops[ro - G->op_base[b]];
+        if (x->bytes != y->bytes)
+            return vfail(c, "%s lane: message %zu from rank %u to rank %u: %llu bytes sent, %llu received",
+                         lane ? "NVL" : "NET", q, a, b, (unsigned long long)x->bytes, (unsigned long long)y->bytes);
+        G->partner[so] = ro;
+        G->partner[ro] = so;
+    }
+    return 0;
+}
+
+/* Sort v[0..n) stably by bits [lo, lo + bits) (LSD radix, passes of at most 13 bits), tmp of n words. */
+static void radix_sort_u64(uint64_t *v, uint64_t *tmp, size_t n, unsigned lo, unsigned bits)
+{
+    unsigned passes = (bits + 12) / 13, db = passes ? (bits + passes - 1) / passes : 1;
+    uint64_t mask = (1ull << db) - 1;
+    size_t cnt[1u << 13];
+    uint64_t *src = v, *dst = tmp;
+    for (unsigned sh = lo; sh < lo + bits; sh += db) {
+        memset(cnt, 0, ((size_t)1 << db) * sizeof *cnt);
+        for (size_t i = 0; i < n; i++) cnt[(src[i] >> sh) & mask]++;
+        size_t sum = 0;
+        for (size_t d = 0; d < ((size_t)1 << db); d++) {
+            size_t t = cnt[d];
+            cnt[d] = sum;
+            sum += t;
+        }
+        for (size_t i = 0; i < n; i++) dst[cnt[(src[i] >> sh) & mask]++] = src[i];
+        uint64_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != v) memcpy(v, src, n * sizeof *v);
+}
+
+/* match_ops on up to 2^15 ranks: each SEND/RECV as one word (lane, a, b, kind, global op), 16 bytes a
+ * message end in all instead of the records' ~80 with their sort (a ~70 MB of fresh pages per verify on
+ * DeepSeek-V3, expensive to fault in); the same pairs and the same first error. */
+static int match_ops_packed(vctx *c, vglob *G, unsigned wb)
+{
+    uint64_t *x = rs_xmalloc((G->nops + 1) * sizeof *x); /* pages that no message end takes stay untouched */
+    size_t n = 0;
+    for (uint32_t r = 0; r < c->world; r++) {
+        const rs_rank_prog *g = &c->P->ranks[r];
+        for (uint32_t s = 0; s < g->nsteps; s++)
+            for (uint32_t k = 0; k < g->steps[s].nops; k++) {
+                uint32_t oi = g->steps[s].op_begin + k;
+                const rs_op *o = &g->ops[oi];
+                G->op_step[G->op_base[r] + oi] = G->step_base[r] + s;
+                if (o->code != RS_OP_SEND && o->code != RS_OP_RECV) continue;
+                uint64_t a = o->code == RS_OP_SEND ? r : o->peer, b = o->code == RS_OP_SEND ? o->peer : r;
+                uint64_t key = (uint64_t)g->steps[s].lane << (2 * wb) | a << wb | b;
+                x[n++] = key << 33 | (uint64_t)(o->code == RS_OP_RECV) << 32 | (G->op_base[r] + oi);
+            }
+    }
+    /* by (key, kind), stably: per key the sends, then the receives, each in program order */
+    if (n > 1) {
+        uint64_t *tmp = rs_xmalloc(n * sizeof *tmp);
+        radix_sort_u64(x, tmp, n, 32, 2 * wb + 2);
+        free(tmp);
+    }
+    int rc = 0;
+    rs_vec(uint32_t) gv = {0};
+    rs_vec_reserve(&gv, 1);
+    for (size_t i = 0; i < n && !rc;) {
+        uint64_t key = x[i] >> 33;
+        size_t j = i, m;
+        gv.n = 0;
+        while (j < n && x[j] >> 33 == key) {
+            rs_vec_push(&gv, (uint32_t)x[j]);
+            j++;
+        }
+        for (m = i; m < j && !(x[m] >> 32 & 1); m++) {
+        }
+        uint64_t wm = (1ull << wb) - 1;
+        rc = match_key(c, G, (uint32_t)(key >> (2 * wb)), (uint32_t)(key >> wb & wm), (uint32_t)(key & wm), gv.v,
+                       m - i, gv.v + (m - i), j - m);
+        i = j;
+    }
+    rs_vec_free(&gv);
+    free(x);
+    return rc;
+}
+
 static int match_ops(vctx *c, vglob *G)
 {
     rs_vec(mrec) recs = {0};
@@ -1455,6 +1547,7 @@ static int match_ops(vctx *c, vglob *G)
      * of 4 on 512 ranks), and the same order as lane << 42 | a << 21 | b */
     unsigned wb = 1;
     while (wb < 21 && (c->world - 1) >> wb) wb++;
+    if (wb <= 15) return match_ops_packed(c, G, wb);
     for (uint32_t r = 0; r < c->world; r++) {
         const rs_rank_prog *g = &c->P->ranks[r];
         for (uint32_t s = 0; s < g->nsteps; s++)
@@ -1495,21 +1588,8 @@ static int match_ops(vctx *c, vglob *G)
             else rs_vec_push(&recvs, recs.v[q].gop);
         }
         uint64_t wm = (1ull << wb) - 1;
-        uint32_t lane = (uint32_t)(recs.v[i].key >> (2 * wb)), a = (uint32_t)(recs.v[i].key >> wb & wm),
-                 b = (uint32_t)(recs.v[i].key & wm);
-        if (sends.n != recvs.n) {
-            rc = vfail(c, "%s lane: rank %u sends %zu messages to rank %u, which receives %zu", lane ? "NVL" : "NET", a,
-                       sends.n, b, recvs.n);
-        }
-        for (size_t q = 0; q < sends.n && q < recvs.n && !rc; q++) {
-            uint32_t so = sends.v[q], ro = recvs.v[q];
-            const rs_op *x = &c->P->ranks[a].ops[so - G->op_base[a]], *y = &c->P->ranks[b].ops[ro - G->op_base[b]];
-            if (x->bytes != y->bytes)
-                rc = vfail(c, "%s lane: message %zu from rank %u to rank %u: %llu bytes sent, %llu received",
-                           lane ? "NVL" : "NET", q, a, b, (unsigned long long)x->bytes, (unsigned long long)y->bytes);
-            G->partner[so] = ro;
-            G->partner[ro] = so;
-        }
+        rc = match_key(c, G, (uint32_t)(recs.v[i].key >> (2 * wb)), (uint32_t)(recs.v[i].key >> wb & wm),
+                       (uint32_t)(recs.v[i].key & wm), sends.v, sends.n, recvs.v, recvs.n);
         i = j;
     }
     rs_vec_free(&sends);

@@ -85,6 +85,14 @@ typedef struct {
 } prov;
 typedef rs_vec(prov) prov_vec;
 
+/* a tensor box written into piece vp (coverage) */
+typedef struct {
+    uint32_t vp;
+    int64_t lo[VND], hi[VND];
+} vbox;
+typedef rs_vec(vbox) vbox_vec;
+typedef rs_vec(uint32_t) u32_vec;
+
 typedef struct {
     const rs_plan *P;
     const rs_layout *L;
@@ -115,6 +123,12 @@ typedef struct {
     /* source descriptors that map to one tensor desc as a whole (direct-mapped by address) */
     struct dcache_ent *dcache;
     void *dcache_mem;
+    /* coverage from the simulation's destination decompositions (coverage would repeat all of them):
+     * per rank, the tensor boxes written, as words vp, lo[0], hi[0], lo[1], ... (the tensor's dims) */
+    u32_vec *cov;        /* [world]; NULL: not collected */
+    uint64_t cov_budget; /* what those decompositions took of the budget */
+    int cov_off;         /* incomplete (a coordinate over 32 bits, an UNPACK not simulated): decompose again */
+    vbox_vec cbx;        /* scratch */
 } vctx;
 
 /* A dcache entry: 128 bytes, 64-byte aligned, so that the tensor desc of a source of up to 3 dims (97 %
@@ -1329,6 +1343,10 @@ static void free_all(vctx *c, vglob *g)
     rs_vec_free(&c->tw);
     rs_vec_free(&c->tnew);
     rs_vec_free(&c->tout);
+    if (c->cov)
+        for (uint32_t r = 0; r < c->world; r++) rs_vec_free(&c->cov[r]);
+    free(c->cov);
+    rs_vec_free(&c->cbx);
     free(g->step_base);
     free(g->op_base);
     free(g->op_step);
@@ -1430,6 +1448,98 @@ static void permute(void *base, size_t n, size_t size, const size_t *ord)
     free(out);
 }
 
+/* One (lane, a, b): the q-th send of a pairs with the q-th receive of b. */
+static int match_key(vctx *c, vglob *G, uint32_t lane, uint32_t a, uint32_t b, const uint32_t *sv, size_t sn,
+                     const uint32_t *rv, size_t rn)
+{
+    if (sn != rn)
+        return vfail(c, "%s lane: rank %u sends %zu messages to rank %u, which receives %zu", lane ? "NVL" : "NET", a, sn,
+                     b, rn);
+    for (size_t q = 0; q < sn; q++) {
+        uint32_t so = sv[q], ro = rv[q];
+        const rs_op *x = &c->P->ranks[a].ops[so - G->op_base[a]], *y = &c->P->ranks[b].ops[ro - G->op_base[b]];
+        if (x->bytes != y->bytes)
+            return vfail(c, "%s lane: message %zu from rank %u to rank %u: %llu bytes sent, %llu received",
+                         lane ? "NVL" : "NET", q, a, b, (unsigned long long)x->bytes, (unsigned long long)y->bytes);
+        G->partner[so] = ro;
+        G->partner[ro] = so;
+    }
+    return 0;
+}
+
+/* Sort v[0..n) stably by bits [lo, lo + bits) (LSD radix, passes of at most 13 bits), tmp of n words. */
+static void radix_sort_u64(uint64_t *v, uint64_t *tmp, size_t n, unsigned lo, unsigned bits)
+{
+    unsigned passes = (bits + 12) / 13, db = passes ? (bits + passes - 1) / passes : 1;
+    uint64_t mask = (1ull << db) - 1;
+    size_t cnt[1u << 13];
+    uint64_t *src = v, *dst = tmp;
+    for (unsigned sh = lo; sh < lo + bits; sh += db) {
+        memset(cnt, 0, ((size_t)1 << db) * sizeof *cnt);
+        for (size_t i = 0; i < n; i++) cnt[(src[i] >> sh) & mask]++;
+        size_t sum = 0;
+        for (size_t d = 0; d < ((size_t)1 << db); d++) {
+            size_t t = cnt[d];
+            cnt[d] = sum;
+            sum += t;
+        }
+        for (size_t i = 0; i < n; i++) dst[cnt[(src[i] >> sh) & mask]++] = src[i];
+        uint64_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != v) memcpy(v, src, n * sizeof *v);
+}
+
+/* match_ops on up to 2^15 ranks: each SEND/RECV as one word (lane, a, b, kind, global op), 16 bytes a
+ * message end in all instead of the records' ~80 with their sort (a ~70 MB of fresh pages per verify on
+ * DeepSeek-V3, expensive to fault in); the same pairs and the same first error. */
+static int match_ops_packed(vctx *c, vglob *G, unsigned wb)
+{
+    uint64_t *x = rs_xmalloc((G->nops + 1) * sizeof *x); /* pages that no message end takes stay untouched */
+    size_t n = 0;
+    for (uint32_t r = 0; r < c->world; r++) {
+        const rs_rank_prog *g = &c->P->ranks[r];
+        for (uint32_t s = 0; s < g->nsteps; s++)
+            for (uint32_t k = 0; k < g->steps[s].nops; k++) {
+                uint32_t oi = g->steps[s].op_begin + k;
+                const rs_op *o = &g->ops[oi];
+                G->op_step[G->op_base[r] + oi] = G->step_base[r] + s;
+                if (o->code != RS_OP_SEND && o->code != RS_OP_RECV) continue;
+                uint64_t a = o->code == RS_OP_SEND ? r : o->peer, b = o->code == RS_OP_SEND ? o->peer : r;
+                uint64_t key = (uint64_t)g->steps[s].lane << (2 * wb) | a << wb | b;
+                x[n++] = key << 33 | (uint64_t)(o->code == RS_OP_RECV) << 32 | (G->op_base[r] + oi);
+            }
+    }
+    /* by (key, kind), stably: per key the sends, then the receives, each in program order */
+    if (n > 1) {
+        uint64_t *tmp = rs_xmalloc(n * sizeof *tmp);
+        radix_sort_u64(x, tmp, n, 32, 2 * wb + 2);
+        free(tmp);
+    }
+    int rc = 0;
+    rs_vec(uint32_t) gv = {0};
+    rs_vec_reserve(&gv, 1);
+    for (size_t i = 0; i < n && !rc;) {
+        uint64_t key = x[i] >> 33;
+        size_t j = i, m;
+        gv.n = 0;
+        while (j < n && x[j] >> 33 == key) {
+            rs_vec_push(&gv, (uint32_t)x[j]);
+            j++;
+        }
+        for (m = i; m < j && !(x[m] >> 32 & 1); m++) {
+        }
+        uint64_t wm = (1ull << wb) - 1;
+        rc = match_key(c, G, (uint32_t)(key >> (2 * wb)), (uint32_t)(key >> wb & wm), (uint32_t)(key & wm), gv.v,
+                       m - i, gv.v + (m - i), j - m);
+        i = j;
+    }
+    rs_vec_free(&gv);
+    free(x);
+    return rc;
+}
+
 static int match_ops(vctx *c, vglob *G)
 {
     rs_vec(mrec) recs = {0};
@@ -1437,6 +1547,7 @@ static int match_ops(vctx *c, vglob *G)
      * of 4 on 512 ranks), and the same order as lane << 42 | a << 21 | b */
     unsigned wb = 1;
     while (wb < 21 && (c->world - 1) >> wb) wb++;
+    if (wb <= 15) return match_ops_packed(c, G, wb);
     for (uint32_t r = 0; r < c->world; r++) {
         const rs_rank_prog *g = &c->P->ranks[r];
         for (uint32_t s = 0; s < g->nsteps; s++)
@@ -1477,21 +1588,8 @@ static int match_ops(vctx *c, vglob *G)
             else rs_vec_push(&recvs, recs.v[q].gop);
         }
         uint64_t wm = (1ull << wb) - 1;
-        uint32_t lane = (uint32_t)(recs.v[i].key >> (2 * wb)), a = (uint32_t)(recs.v[i].key >> wb & wm),
-                 b = (uint32_t)(recs.v[i].key & wm);
-        if (sends.n != recvs.n) {
-            rc = vfail(c, "%s lane: rank %u sends %zu messages to rank %u, which receives %zu", lane ? "NVL" : "NET", a,
-                       sends.n, b, recvs.n);
-        }
-        for (size_t q = 0; q < sends.n && q < recvs.n && !rc; q++) {
-            uint32_t so = sends.v[q], ro = recvs.v[q];
-            const rs_op *x = &c->P->ranks[a].ops[so - G->op_base[a]], *y = &c->P->ranks[b].ops[ro - G->op_base[b]];
-            if (x->bytes != y->bytes)
-                rc = vfail(c, "%s lane: message %zu from rank %u to rank %u: %llu bytes sent, %llu received",
-                           lane ? "NVL" : "NET", q, a, b, (unsigned long long)x->bytes, (unsigned long long)y->bytes);
-            G->partner[so] = ro;
-            G->partner[ro] = so;
-        }
+        rc = match_key(c, G, (uint32_t)(recs.v[i].key >> (2 * wb)), (uint32_t)(recs.v[i].key >> wb & wm),
+                       (uint32_t)(recs.v[i].key & wm), sends.v, sends.n, recvs.v, recvs.n);
         i = j;
     }
     rs_vec_free(&sends);
@@ -2336,21 +2434,22 @@ static int check_relays(vctx *c)
 
 /* ---- simulation with data ---- */
 
+static void cov_collect(vctx *c, uint32_t r, const vseg_vec *ld, uint64_t budget);
+
 static int unpack_like(vctx *c, uint32_t r, const rs_desc *dst, const prov_vec *src_pieces)
 {
-    /* destination decomposition once, then each source piece against its slice */
-    vseg_vec ld = {0};
-    if (decompose(c, r, dst->loc, dst, 0, dbytes(dst), &ld)) {
-        rs_vec_free(&ld);
-        return -1;
-    }
+    /* destination decomposition once, then each source piece against its slice (into the context's
+     * vector: a fresh one grew by reallocation on each of the ~0.7 M calls) */
+    vseg_vec *ld = &c->ld;
+    uint64_t b0 = c->budget, nb = dbytes(dst);
+    if (decompose(c, r, dst->loc, dst, 0, nb, ld)) return -1;
+    if (c->cov && nb) cov_collect(c, r, ld, c->budget - b0);
     uint64_t at = 0;
     int rc = 0;
     for (size_t i = 0; i < src_pieces->n && !rc; i++) {
-        rc = check_delivery(c, r, &ld, 0, at, &src_pieces->v[i]);
+        rc = check_delivery(c, r, ld, 0, at, &src_pieces->v[i]);
         at += src_pieces->v[i].len;
     }
-    rs_vec_free(&ld);
     return rc;
 }
 
@@ -2413,7 +2512,10 @@ static int do_phase3(vctx *c, uint32_t r, uint32_t s)
         /* the staging runs of the source, in stream order, and what they hold */
         all.n = 0;
         uint64_t run = sd->count[sd->ndim - 1];
-        if (!run) continue;
+        if (!run) {
+            if (dbytes(dd)) c->cov_off = 1; /* coverage would decompose dd: it must do so itself */
+            continue;
+        }
         uint64_t nrun = dbytes(sd) / run, idx[RS_DESC_MAX_DIMS] = {0};
         if (charge_runs(c, nrun)) {
             rc = -1;
@@ -2588,12 +2690,6 @@ static int simulate(vctx *c, vglob *G)
 
 /* ---- coverage: per rank and destination piece, the written tensor boxes tile the block ---- */
 
-typedef struct {
-    uint32_t vp;
-    int64_t lo[VND], hi[VND];
-} vbox;
-typedef rs_vec(vbox) vbox_vec;
-
 /* tensor desc (bytes, element aligned) of piece v -> boxes */
 static void td_boxes(vctx *c, const vpiece *v, const rs_desc *td, vbox_vec *out)
 {
@@ -2733,7 +2829,107 @@ static void vbox_sort(vbox_vec *B)
     free(keys);
 }
 
-static int coverage(vctx *c)
+/* The simulation decomposed destination ld (on rank r), taking `budget` of the budget: keep its boxes. */
+static void cov_collect(vctx *c, uint32_t r, const vseg_vec *ld, uint64_t budget)
+{
+    c->cov_budget += budget;
+    if (c->cov_off) return;
+    c->cbx.n = 0;
+    for (size_t i = 0; i < ld->n; i++) td_boxes(c, &c->vp[ld->v[i].vp], &ld->v[i].td, &c->cbx);
+    u32_vec *w = &c->cov[r];
+    for (size_t i = 0; i < c->cbx.n; i++) {
+        const vbox *b = &c->cbx.v[i];
+        uint32_t nd = c->L->tensors[c->vp[b->vp].tensor].ndim;
+        rs_vec_reserve(w, 1 + 2 * nd);
+        w->v[w->n++] = b->vp;
+        for (uint32_t d = 0; d < nd; d++) {
+            if (b->lo[d] < 0 || b->hi[d] > (int64_t)UINT32_MAX) {
+                c->cov_off = 1;
+                return;
+            }
+            w->v[w->n++] = (uint32_t)b->lo[d];
+            w->v[w->n++] = (uint32_t)b->hi[d];
+        }
+    }
+}
+
+/* Rank r's boxes: per piece disjoint, and the volumes add up to the block. quiet: a problem returns 1
+ * without a message (the caller finds it again the slow way, to report it as always). */
+static int cover_rank(vctx *c, uint32_t r, vbox_vec *B, uint8_t *seen, int quiet)
+{
+    vbox_vec boxes = *B;
+    int rc = 0;
+    int sorted = 1;
+    for (size_t i = 1; i < boxes.n && sorted; i++)
+        if (vbox_cmp(&boxes.v[i - 1], &boxes.v[i]) > 0) sorted = 0;
+    if (!sorted) vbox_sort(&boxes);
+    /* per piece: disjoint, and the volumes add up to the block */
+    for (size_t i = 0; i < boxes.n && !rc;) {
+        size_t j = i;
+        uint32_t vpi = boxes.v[i].vp;
+        const vpiece *v = &c->vp[vpi];
+        uint32_t nd = c->L->tensors[v->tensor].ndim;
+        uint64_t vol = 0;
+        while (j < boxes.n && boxes.v[j].vp == vpi) {
+            uint64_t e = 1;
+            for (uint32_t d = 0; d < nd; d++) e *= (uint64_t)(boxes.v[j].hi[d] - boxes.v[j].lo[d]);
+            vol += e;
+            j++;
+        }
+        seen[vpi] = 1;
+        /* disjointness: sweep along dim 0 with the boxes still open */
+        for (size_t a = i; a < j && !rc; a++)
+            for (size_t b = a + 1; b < j; b++) {
+                const vbox *x = &boxes.v[a], *y = &boxes.v[b];
+                if (nd && y->lo[0] >= x->hi[0]) break;
+                int inter = 1;
+                for (uint32_t d = 0; d < nd && inter; d++)
+                    if (x->hi[d] <= y->lo[d] || y->hi[d] <= x->lo[d]) inter = 0;
+                if (inter) {
+                    if (quiet) return 1;
+                    char el[200];
+                    vseg sg;
+                    memset(&sg, 0, sizeof sg);
+                    sg.vp = vpi;
+                    uint64_t gidx = 0;
+                    const rs_tensor *t = &c->L->tensors[v->tensor];
+                    for (uint32_t d = 0; d < nd; d++) {
+                        int64_t q = x->lo[d] > y->lo[d] ? x->lo[d] : y->lo[d];
+                        gidx = gidx * (uint64_t)t->shape[d] + (uint64_t)q;
+                    }
+                    sg.td.offset = gidx * v->es;
+                    fmt_td(c, el, sizeof el, &sg);
+                    rc = vfail(c, "rank %u: %s is written more than once", r, el);
+                    break;
+                }
+            }
+        if (!rc && vol != v->volume) {
+            if (quiet) return 1;
+            rc = vfail(c, "rank %u: tensor '%s' (piece %u): %llu of the block's %llu elements are written", r,
+                       c->L->tensors[v->tensor].name, v->piece, (unsigned long long)vol,
+                       (unsigned long long)v->volume);
+        }
+        i = j;
+    }
+    *B = boxes;
+    return rc;
+}
+
+/* destination pieces never written at all */
+static int cover_unwritten(vctx *c, const uint8_t *seen, int quiet)
+{
+    for (uint32_t i = 0; i < c->nvp; i++) {
+        const vpiece *v = &c->vp[i];
+        if (seen[i] || c->L->pieces[v->piece].side != RS_DST) continue;
+        if (quiet) return 1;
+        return vfail(c, "rank %u: tensor '%s' (piece %u): none of the block's %llu elements are written", v->rank,
+                     c->L->tensors[v->tensor].name, v->piece, (unsigned long long)v->volume);
+    }
+    return 0;
+}
+
+/* coverage by decomposing every destination again (reports the first problem in rank and op order) */
+static int coverage_decompose(vctx *c)
 {
     vbox_vec boxes = {0};
     vseg_vec segs = {0};
@@ -2765,67 +2961,43 @@ static int coverage(vctx *c)
                 for (size_t i = 0; i < segs.n && !rc; i++) td_boxes(c, &c->vp[segs.v[i].vp], &segs.v[i].td, &boxes);
             }
         if (rc) break;
-        int sorted = 1;
-        for (size_t i = 1; i < boxes.n && sorted; i++)
-            if (vbox_cmp(&boxes.v[i - 1], &boxes.v[i]) > 0) sorted = 0;
-        if (!sorted) vbox_sort(&boxes);
-        /* per piece: disjoint, and the volumes add up to the block */
-        for (size_t i = 0; i < boxes.n && !rc;) {
-            size_t j = i;
-            uint32_t vpi = boxes.v[i].vp;
-            const vpiece *v = &c->vp[vpi];
-            uint32_t nd = c->L->tensors[v->tensor].ndim;
-            uint64_t vol = 0;
-            while (j < boxes.n && boxes.v[j].vp == vpi) {
-                uint64_t e = 1;
-                for (uint32_t d = 0; d < nd; d++) e *= (uint64_t)(boxes.v[j].hi[d] - boxes.v[j].lo[d]);
-                vol += e;
-                j++;
-            }
-            seen[vpi] = 1;
-            /* disjointness: sweep along dim 0 with the boxes still open */
-            for (size_t a = i; a < j && !rc; a++)
-                for (size_t b = a + 1; b < j; b++) {
-                    const vbox *x = &boxes.v[a], *y = &boxes.v[b];
-                    if (nd && y->lo[0] >= x->hi[0]) break;
-                    int inter = 1;
-                    for (uint32_t d = 0; d < nd && inter; d++)
-                        if (x->hi[d] <= y->lo[d] || y->hi[d] <= x->lo[d]) inter = 0;
-                    if (inter) {
-                        char el[200];
-                        vseg sg;
-                        memset(&sg, 0, sizeof sg);
-                        sg.vp = vpi;
-                        uint64_t gidx = 0;
-                        const rs_tensor *t = &c->L->tensors[v->tensor];
-                        for (uint32_t d = 0; d < nd; d++) {
-                            int64_t q = x->lo[d] > y->lo[d] ? x->lo[d] : y->lo[d];
-                            gidx = gidx * (uint64_t)t->shape[d] + (uint64_t)q;
-                        }
-                        sg.td.offset = gidx * v->es;
-                        fmt_td(c, el, sizeof el, &sg);
-                        rc = vfail(c, "rank %u: %s is written more than once", r, el);
-                        break;
-                    }
-                }
-            if (!rc && vol != v->volume)
-                rc = vfail(c, "rank %u: tensor '%s' (piece %u): %llu of the block's %llu elements are written", r,
-                           c->L->tensors[v->tensor].name, v->piece, (unsigned long long)vol,
-                           (unsigned long long)v->volume);
-            i = j;
-        }
+        rc = cover_rank(c, r, &boxes, seen, 0);
     }
-    /* destination pieces never written at all */
-    for (uint32_t i = 0; i < c->nvp && !rc; i++) {
-        const vpiece *v = &c->vp[i];
-        if (seen[i] || c->L->pieces[v->piece].side != RS_DST) continue;
-        rc = vfail(c, "rank %u: tensor '%s' (piece %u): none of the block's %llu elements are written", v->rank,
-                   c->L->tensors[v->tensor].name, v->piece, (unsigned long long)v->volume);
-    }
+    if (!rc) rc = cover_unwritten(c, seen, 0);
     free(seen);
     rs_vec_free(&boxes);
     rs_vec_free(&segs);
     return rc;
+}
+
+/* Coverage from the boxes the simulation collected: the same decompositions, so the same boxes (in another
+ * order, which the verdict does not depend on). A problem, or a budget the decompositions again would
+ * exhaust, goes the slow way, which reports it in its order. */
+static int coverage(vctx *c)
+{
+    if (!c->cov || c->cov_off || c->budget + c->cov_budget > 400000000ull) return coverage_decompose(c);
+    uint8_t *seen = rs_xcalloc(c->nvp + 1, 1);
+    int bad = 0;
+    for (uint32_t r = 0; r < c->world && !bad; r++) {
+        const u32_vec *w = &c->cov[r];
+        c->cbx.n = 0;
+        for (size_t i = 0; i < w->n;) {
+            vbox b;
+            b.vp = w->v[i++];
+            uint32_t nd = c->L->tensors[c->vp[b.vp].tensor].ndim;
+            for (uint32_t d = 0; d < nd; d++) {
+                b.lo[d] = w->v[i++];
+                b.hi[d] = w->v[i++];
+            }
+            rs_vec_push(&c->cbx, b);
+        }
+        bad = cover_rank(c, r, &c->cbx, seen, 1);
+    }
+    if (!bad) bad = cover_unwritten(c, seen, 1);
+    free(seen);
+    if (bad) return coverage_decompose(c);
+    c->budget += c->cov_budget;
+    return 0;
 }
 
 int rs_plan_verify_all(const rs_plan *P, char *err, size_t errlen) { return rs_plan_verify_all_work(P, err, errlen, NULL); }
@@ -2874,6 +3046,7 @@ int rs_plan_verify_all_work(const rs_plan *P, char *err, size_t errlen, uint64_t
         c.pgshift = rs_xcalloc(c.world, sizeof *c.pgshift);
         c.dcache_mem = rs_xcalloc(DCACHE_SLOTS + 1, sizeof *c.dcache);
         c.dcache = (struct dcache_ent *)(((uintptr_t)c.dcache_mem + 63) & ~(uintptr_t)63);
+        c.cov = rs_xcalloc(c.world, sizeof *c.cov);
         rc = simulate(&c, &G);
     }
     if (!rc) rc = coverage(&c);

@@ -1031,8 +1031,15 @@ static int check_delivery(vctx *c, uint32_t drank, const vseg_vec *ld, uint64_t 
         cd.stride[0] = 1;
         if (decompose(c, p->src, p->loc, &cd, 0, p->len, &c->ls)) return -1;
     } else {
-        /* a whole source desc maps to one tensor desc most of the time: decompose it once */
-        struct dcache_ent *ce = &c->dcache[((uintptr_t)p->d >> 4) * 0x9e3779b97f4a7c15ull >> 48];
+        /* a whole source desc maps to one tensor desc most of the time: decompose it once. The slot comes
+         * from (rank, descriptor index), not the address, so the work done (and the budget it takes) is
+         * the same in every run */
+        const rs_rank_prog *sgp = &c->P->ranks[p->src];
+        uintptr_t at = (uintptr_t)p->d, lo = (uintptr_t)sgp->descs;
+        uint64_t key = at >= lo && at < lo + (uintptr_t)sgp->ndescs * sizeof *sgp->descs
+                           ? (uint64_t)p->src << 32 | (uint64_t)((at - lo) / sizeof *sgp->descs)
+                           : (uint64_t)(at >> 4);
+        struct dcache_ent *ce = &c->dcache[key * 0x9e3779b97f4a7c15ull >> 48];
         if (ce->d != p->d || ce->rank != p->src) {
             ce->d = p->d;
             ce->rank = p->src;

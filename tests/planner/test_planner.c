@@ -784,13 +784,60 @@ static int run_determinism(void)
     return failures;
 }
 
+/* The verifier's work is a property of the plan, not of where it sits in memory: the plan as planned and
+ * two decoded copies of it (other addresses) take the same work units. (Its descriptor cache was once
+ * indexed by address: the work then varied from run to run on plans with more descriptors than slots.) */
+static int run_verify_work(int argc, char **argv)
+{
+    rs_define defs[32];
+    rs_front_opts fo;
+    rs_front_opts_default(&fo);
+    char err[600];
+    for (int i = 3; i + 1 < argc && fo.ndefines < 32; i += 2)
+        if (!strcmp(argv[i], "-D") && rs_parse_define(argv[i + 1], &defs[fo.ndefines++], err, sizeof err)) {
+            fprintf(stderr, "%s\n", err);
+            return 1;
+        }
+    fo.defines = defs;
+    rs_ir ir;
+    if (rs_front_load(argv[2], &fo, &ir, stderr)) return 1;
+    rs_plan_opts o;
+    rs_plan_opts_default(&o);
+    o.verify = 0;
+    rs_plan P;
+    if (rs_planner_run(&ir, &o, &P, NULL, stderr)) return 1;
+    uint8_t *img;
+    size_t len;
+    CHECK(rs_plan_encode(&P, &img, &len, err, sizeof err) == 0);
+    uint64_t work[3] = {0, 0, 0}, ndescs = 0;
+    CHECK(rs_plan_verify_all_work(&P, err, sizeof err, &work[0]) == 0);
+    for (uint32_t r = 0; r < P.layout.topo.world; r++) ndescs += P.ranks[r].ndescs;
+    for (int k = 1; k < 3; k++) {
+        rs_plan Q;
+        void *pad = malloc(4096 * (size_t)k); /* the copies land elsewhere */
+        CHECK(rs_plan_decode(img, len, -1, &Q, err, sizeof err) == 0);
+        CHECK(rs_plan_verify_all_work(&Q, err, sizeof err, &work[k]) == 0);
+        rs_plan_free(&Q);
+        free(pad);
+    }
+    printf("%llu descriptors; verification work %llu, %llu, %llu\n", (unsigned long long)ndescs,
+           (unsigned long long)work[0], (unsigned long long)work[1], (unsigned long long)work[2]);
+    CHECK(work[0] == work[1] && work[1] == work[2]);
+    free(img);
+    rs_plan_free(&P);
+    for (uint32_t i = 0; i < fo.ndefines; i++) free((char *)defs[i].name);
+    rs_ir_free(&ir);
+    return failures;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "unit")) return run_unit() != 0;
     if (argc >= 2 && !strcmp(argv[1], "determinism")) return run_determinism() != 0;
+    if (argc >= 3 && !strcmp(argv[1], "verify-work")) return run_verify_work(argc, argv) != 0;
     if (argc >= 4 && !strcmp(argv[1], "prop")) return run_prop(strtoull(argv[2], 0, 0), strtoull(argv[3], 0, 0)) != 0;
     if (argc >= 4 && !strcmp(argv[1], "mutate"))
         return run_mutate(strtoull(argv[2], 0, 0), strtoull(argv[3], 0, 0)) != 0;
-    fprintf(stderr, "usage: test_planner unit | determinism | prop N SEED | mutate N SEED\n");
+    fprintf(stderr, "usage: test_planner unit | determinism | prop N SEED | mutate N SEED | verify-work LAYOUT [-D N=V]...\n");
     return 2;
 }

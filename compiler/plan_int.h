@@ -247,6 +247,17 @@ typedef struct {
     pl_pdesc d[2];
 } pl_pop;
 
+/* The ops of one rank's steps while planning, in vectors of size classes (capacity 2, 3, 4, 6, 9, ...: grown
+ * by half) carved from the rank's blocks: a vector that grows leaves its old room on the class's free list
+ * for the rank's next step, and building the rank's program hands all of its blocks back at once. */
+#define PL_POP_CLASSES 48
+typedef struct {
+    rs_vec(void *) blocks;
+    char *at;
+    size_t left;
+    void *free[PL_POP_CLASSES];
+} pl_popool;
+
 /* Merge state of a step for one (code, row tag, source loc, destination loc): its latest op and the live
  * one before it (1-based pops indices); a slot with cur == 0 is empty. */
 typedef struct {
@@ -257,7 +268,8 @@ struct pl_stepb {
     uint32_t rank;
     int32_t round; /* -1: the local-copy step */
     uint8_t lane;
-    rs_vec(pl_pop) pops;
+    uint8_t pcls; /* the size class of pops (when pops.cap > 0) */
+    rs_vec(pl_pop) pops; /* room from the rank's pl_popool */
     rs_vec(uint32_t) out;      /* seg ids this rank sends in this step */
     rs_vec(uint64_t) in;       /* received items: seg id << 1 (direct receiver) or inst id << 1 | 1 */
     pl_mslot *mt;              /* merge state (open addressing, mcap a power of two) */
@@ -333,6 +345,7 @@ typedef struct pl_ctx {
     pl_arena mar;                 /* the steps' merge tables (freed after pass 3) */
     pl_u32vec *rank_steps;        /* [world * 2]: per rank and lane, step builder per round */
     uint32_t *local_step;          /* [world] */
+    pl_popool *popool;             /* [world] */
     pl_u64vec *usage;             /* [world]: staging charged per round */
     uint32_t nrounds;
     uint64_t last_flow_key, last_flow;

@@ -264,6 +264,58 @@ static pl_mslot *mslot_new(pl_ctx *c, pl_stepb *b, uint32_t sloc, uint32_t dloc,
     return e;
 }
 
+static size_t pop_class_cap(uint32_t k)
+{
+    size_t n = 2;
+    while (k--) n += n / 2;
+    return n;
+}
+
+/* Room for one more op in b: the next size class, the old room back on its free list. */
+static void pop_grow(pl_ctx *c, pl_stepb *b)
+{
+    pl_popool *pool = &c->popool[b->rank];
+    uint32_t k = b->pops.cap ? b->pcls + 1u : 0;
+    rs_assert(k < PL_POP_CLASSES);
+    size_t cap = pop_class_cap(k), bytes = cap * sizeof(pl_pop);
+    void *v = pool->free[k];
+    if (v) {
+        pool->free[k] = *(void **)v;
+    } else {
+        if (bytes > pool->left) {
+            size_t bsz = bytes > ((size_t)256 << 10) ? bytes : (size_t)256 << 10;
+            pool->at = rs_xmalloc(bsz);
+            pool->left = bsz;
+            rs_vec_push(&pool->blocks, pool->at);
+        }
+        v = pool->at;
+        pool->at += bytes;
+        pool->left -= bytes;
+    }
+    if (b->pops.cap) {
+        memcpy(v, b->pops.v, b->pops.n * sizeof(pl_pop));
+        *(void **)b->pops.v = pool->free[b->pcls];
+        pool->free[b->pcls] = b->pops.v;
+    }
+    b->pops.v = v;
+    b->pops.cap = cap;
+    b->pcls = (uint8_t)k;
+}
+
+/* The rank's steps are resolved: every op vector's room goes back at once. */
+static void popool_release(pl_popool *pool)
+{
+    for (size_t i = 0; i < pool->blocks.n; i++) free(pool->blocks.v[i]);
+    rs_vec_free(&pool->blocks);
+    memset(pool, 0, sizeof *pool);
+}
+
+static void pops_drop(pl_stepb *b)
+{
+    b->pops.v = NULL;
+    b->pops.n = b->pops.cap = 0;
+}
+
 /* Add op x to step sbid: it extends the latest op of its (code, row tag, locs), or that one is folded into
  * the live op before it, and x becomes the latest. */
 static void add_pop(pl_ctx *c, uint32_t sbid, const pl_pop *x, uint32_t lane_tag)
@@ -280,7 +332,8 @@ static void add_pop(pl_ctx *c, uint32_t sbid, const pl_pop *x, uint32_t lane_tag
             prev = cur;
         }
     }
-    rs_vec_push(&b->pops, *x);
+    if (b->pops.n == b->pops.cap) pop_grow(c, b);
+    b->pops.v[b->pops.n++] = *x;
     e->cur = (uint32_t)b->pops.n;
     e->prev = prev;
 }
@@ -1255,6 +1308,7 @@ void pl_after_pass2(pl_ctx *c)
     c->local_step = rs_xmalloc(c->world * sizeof *c->local_step);
     for (uint32_t r = 0; r < c->world; r++) c->local_step[r] = RS_NONE;
     c->usage = rs_xcalloc(c->world, sizeof *c->usage);
+    c->popool = rs_xcalloc(c->world, sizeof *c->popool);
     seg_precreate(c);
 }
 
@@ -1635,7 +1689,7 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
                     for (size_t i = 0; i < fwd->pops.n && !moved; i++)
                         if (!fwd->pops.v[i].dead && fwd->pops.v[i].code == RS_OP_UNPACK) moved = 1;
                 if (sb == RS_NONE && !moved) {
-                    if (fwd) rs_vec_free(&fwd->pops);
+                    if (fwd) pops_drop(fwd);
                     continue;
                 }
                 pl_stepb *b = sb != RS_NONE ? &c->steps.v[sb] : &empty;
@@ -1694,7 +1748,7 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
                     for (size_t i = 0; i < fwd->pops.n; i++)
                         if (!fwd->pops.v[i].dead && fwd->pops.v[i].code == RS_OP_UNPACK)
                             resolve(c, fwd, &fwd->pops.v[i], &o);
-                if (fwd) rs_vec_free(&fwd->pops);
+                if (fwd) pops_drop(fwd);
                 st.nwaits = (uint32_t)o.waits.n - st.wait_begin;
                 st.nops = (uint32_t)o.ops.n - st.op_begin;
                 if (st.nops == 0) {
@@ -1702,7 +1756,7 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
                     o.waits.n = st.wait_begin;
                     last_net_waited = saved_net;
                     last_nvl_waited = saved_nvl;
-                    if (!keep) rs_vec_free(&b->pops);
+                    if (!keep) pops_drop(b);
                     continue;
                 }
                 rs_vec_push(&o.steps, st);
@@ -1712,7 +1766,7 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
                     pv->v[k] = me;
                     if (lane == RS_LANE_NET) net_step_of_round_le = me;
                 }
-                if (!keep) rs_vec_free(&b->pops);
+                if (!keep) pops_drop(b);
             }
             /* the pack step of round k + 2 on the NVL lane: after NVL step k and NET step k (the last users of
              * the staging half, and the writers of what a relay in round k + 2 reads), while round k + 1
@@ -1757,6 +1811,7 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
         g->ndescs = (uint32_t)o.descs.n;
         g->waits = rs_xrealloc(o.waits.v, (o.waits.n + 1) * sizeof *o.waits.v);
         g->nwaits = (uint32_t)o.waits.n;
+        popool_release(&c->popool[r]);
 #ifdef __GLIBC__
         /* The ops of the steps just resolved were freed into the heap in pieces too small for the large
          * arrays of the next ranks' programs: hand their pages back, or the peak holds both (DeepSeek-V3:
@@ -1799,8 +1854,12 @@ void pl_schedule_free(pl_ctx *c)
     rs_vec_free(&c->segs);
     rs_vec_free(&c->insts);
     pl_map_free(&c->seg_index);
+    if (c->popool)
+        for (uint32_t r = 0; r < c->world; r++) popool_release(&c->popool[r]);
+    free(c->popool);
+    c->popool = NULL;
     for (size_t i = 0; i < c->steps.n; i++) {
-        rs_vec_free(&c->steps.v[i].pops);
+        pops_drop(&c->steps.v[i]);
         rs_vec_free(&c->steps.v[i].out);
         rs_vec_free(&c->steps.v[i].in);
     }

@@ -342,7 +342,6 @@ typedef struct pl_ctx {
     rs_vec(pl_inst) insts;
     pl_map seg_index;
     rs_vec(pl_stepb) steps;
-    pl_arena mar;                 /* the steps' merge tables (freed after pass 3) */
     pl_u32vec *rank_steps;        /* [world * 2]: per rank and lane, step builder per round */
     uint32_t *local_step;          /* [world] */
     pl_popool *popool;             /* [world] */

@@ -377,7 +377,19 @@ int rs_planner_plan(rs_layout *L, const rs_plan_opts *o, rs_plan *out, rs_plan_s
         rc = run_pass(&c, 3);
         LAP(3);
     }
-    if (!rc) rc = pl_finalize(&c, out);
+    if (!rc) {
+        /* what routing kept (cell sweeps, candidate and forward sets, LPT records) is not needed to build
+         * the programs: give it back before they take their memory */
+        pl_arena_free(&c.ar);
+        pl_arena_free(&c.tar);
+        pl_map_free(&c.tcache);
+        pl_intern_free(&c.cands);
+        pl_intern_free(&c.fsets);
+        rs_vec_free(&c.lpt);
+        free(c.lpt_choice);
+        c.lpt_choice = NULL;
+        rc = pl_finalize(&c, out);
+    }
     LAP(4);
     if (bad_piece) *bad_piece = c.bad_piece;
     ctx_free(&c);

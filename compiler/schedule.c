@@ -249,10 +249,10 @@ static pl_mslot *mslot_new(pl_ctx *c, pl_stepb *b, uint32_t sloc, uint32_t dloc,
         pl_mslot *old = b->mt;
         uint32_t ocap = b->mcap;
         b->mcap = ocap ? ocap * 2 : 8;
-        b->mt = pl_alloc(&c->mar, b->mcap * sizeof *b->mt); /* the old table stays in the arena */
-        memset(b->mt, 0, b->mcap * sizeof *b->mt);
+        b->mt = rs_xcalloc(b->mcap, sizeof *b->mt); /* not an arena: the old tables were 40 % of 176 MB */
         for (uint32_t i = 0; i < ocap; i++)
             if (old[i].cur) *mslot_find(b, old[i].sloc, old[i].dloc, old[i].tag) = old[i];
+        free(old);
     }
     pl_mslot *e = mslot_find(b, sloc, dloc, tag);
     e->sloc = sloc;
@@ -348,10 +348,10 @@ static void close_merges(pl_ctx *c)
             if (cur && prev && try_extend(&b->pops.v[prev - 1], &b->pops.v[cur - 1], c->o->strided_reads))
                 b->pops.v[cur - 1].dead = 1;
         }
+        free(b->mt);
         b->mt = NULL;
         b->mcap = b->mn = 0;
     }
-    pl_arena_free(&c->mar);
 }
 
 /* ---- segments ---- */
@@ -1571,11 +1571,13 @@ static uint32_t step_of(const pl_ctx *c, uint32_t rank, int lane, uint32_t k)
     return k < v->n ? v->v[k] : RS_NONE;
 }
 
+static void free_pass_state(pl_ctx *c);
+
 int pl_finalize(pl_ctx *c, rs_plan *out)
 {
     rs_assert(c->pseq == c->pflow.n);
-    rs_vec_free(&c->pflow);
     close_merges(c);
+    free_pass_state(c);
     c->st->rounds = c->nrounds;
     for (size_t i = 0; i < c->segs.n; i++) c->segs.v[i].sbase = c->segs.v[i].rbase = UINT64_MAX;
     out->ranks = rs_xcalloc(c->world, sizeof *out->ranks);
@@ -1828,7 +1830,9 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
     return 0;
 }
 
-void pl_schedule_free(pl_ctx *c)
+/* What only the passes use (senders, flows, round tables, the segment index): freed before the programs
+ * take their memory, and again (a no-op then) by pl_schedule_free. */
+static void free_pass_state(pl_ctx *c)
 {
     if (c->snd) {
         for (uint32_t s = 0; s < c->world; s++) {
@@ -1838,28 +1842,40 @@ void pl_schedule_free(pl_ctx *c)
             rs_vec_free(&c->snd[s].flows);
         }
         free(c->snd);
+        c->snd = NULL;
     }
     pl_map_free(&c->flow_index);
     free(c->flow_first);
+    c->flow_first = NULL;
     rs_vec_free(&c->flows);
     rs_vec_free(&c->precs);
     rs_vec_free(&c->pflow);
     free(c->fw_bytes);
     free(c->fw_base);
     free(c->fw_run);
+    c->fw_bytes = c->fw_base = c->fw_run = NULL;
     free(c->rt_begin);
     free(c->rt_end);
     free(c->rt_round);
     free(c->rt_seg);
+    c->rt_begin = c->rt_round = c->rt_seg = NULL;
+    c->rt_end = NULL;
+    pl_map_free(&c->seg_index);
+    rs_vec_free(&c->chunk_k);
+}
+
+void pl_schedule_free(pl_ctx *c)
+{
+    free_pass_state(c);
     rs_vec_free(&c->segs);
     rs_vec_free(&c->insts);
-    pl_map_free(&c->seg_index);
     if (c->popool)
         for (uint32_t r = 0; r < c->world; r++) popool_release(&c->popool[r]);
     free(c->popool);
     c->popool = NULL;
     for (size_t i = 0; i < c->steps.n; i++) {
         pops_drop(&c->steps.v[i]);
+        free(c->steps.v[i].mt); /* a failed pass 3 */
         rs_vec_free(&c->steps.v[i].out);
         rs_vec_free(&c->steps.v[i].in);
     }
@@ -1873,8 +1889,6 @@ void pl_schedule_free(pl_ctx *c)
         for (uint32_t r = 0; r < c->world; r++) rs_vec_free(&c->usage[r]);
         free(c->usage);
     }
-    rs_vec_free(&c->chunk_k);
-    pl_arena_free(&c->mar);
 #ifdef __GLIBC__
     malloc_trim(0); /* the planning state was freed in many small pieces: give its pages back for the verifier */
 #endif

@@ -227,25 +227,28 @@ typedef struct {
     uint64_t base; /* staging offset on f (finalize) */
 } pl_inst;
 
-/* A descriptor while planning: like rs_desc with at most PL_PD dims (ops stay small in memory). */
+/* An op while planning: two strided byte regions like rs_desc, side 0 read and side 1 written, with at most
+ * PL_PD dims a side and PL_PT dims together, side 0's first in cnt/str (pl_pcnt, pl_pstr). Two separate
+ * PL_PD-dim descriptors made an op 248 bytes, and the ops of a plan are most of pass 3's memory
+ * (DeepSeek-V3 EXPERTS=0: 5 M ops); no example's op comes near PL_PT dims. The staging side is symbolic:
+ * an item of the step's out or in list plus an offset inside it; merged dims step through items by dl. */
 #define PL_PD 6
-typedef struct {
-    uint32_t loc;
-    uint32_t ndim;
-    uint64_t offset;
-    uint64_t count[PL_PD];
-    uint64_t stride[PL_PD];
-} pl_pdesc;
-
-/* An op while planning: descriptors of the staging side are symbolic (an item of the step's out or in
- * list plus an offset inside it; merged dims step through items by dl). */
+#define PL_PT 8
 typedef struct {
     uint8_t code, dead, sym; /* sym: 0 none, 1 the source is staging, 2 the destination is */
+    uint8_t nd[2];           /* dims of each side */
     uint32_t tensor;
     int32_t item;
     int16_t dl[PL_PD];
-    pl_pdesc d[2];
+    uint32_t loc[2];
+    uint64_t off[2];
+    uint64_t cnt[PL_PT], str[PL_PT];
 } pl_pop;
+
+static inline uint64_t *pl_pcnt(pl_pop *p, int side) { return p->cnt + (side ? p->nd[0] : 0); }
+static inline uint64_t *pl_pstr(pl_pop *p, int side) { return p->str + (side ? p->nd[0] : 0); }
+static inline const uint64_t *pl_pcnt_c(const pl_pop *p, int side) { return p->cnt + (side ? p->nd[0] : 0); }
+static inline const uint64_t *pl_pstr_c(const pl_pop *p, int side) { return p->str + (side ? p->nd[0] : 0); }
 
 /* The ops of one rank's steps while planning, in vectors of size classes (capacity 2, 3, 4, 6, 9, ...: grown
  * by half) carved from the rank's blocks: a vector that grows leaves its old room on the class's free list

@@ -115,11 +115,13 @@ static uint32_t sb_get(pl_ctx *c, uint32_t rank, uint8_t lane, int32_t round)
 
 /* ---- affine merging of ops ---- */
 
-static uint64_t desc_span(const pl_pdesc *d)
+static uint64_t desc_span(const pl_pop *p, int side)
 {
-    uint64_t span = d->count[d->ndim - 1];
-    for (int i = (int)d->ndim - 2; i >= 0; i--)
-        if (d->count[i] > 1) span = (d->count[i] - 1) * d->stride[i] + span;
+    const uint64_t *cnt = pl_pcnt_c(p, side), *str = pl_pstr_c(p, side);
+    uint32_t nd = p->nd[side];
+    uint64_t span = cnt[nd - 1];
+    for (int i = (int)nd - 2; i >= 0; i--)
+        if (cnt[i] > 1) span = (cnt[i] - 1) * str[i] + span;
     return span;
 }
 
@@ -128,10 +130,11 @@ static int side_is_staging(const pl_pop *p, int side) { return p->sym == side + 
 /* Same dims (counts, strides and item steps) from dim `ya` of y and `xa` of x on. */
 static int same_dims(const pl_pop *y, int side, uint32_t ya, const pl_pop *x, uint32_t xa)
 {
-    const pl_pdesc *a = &y->d[side], *b = &x->d[side];
-    if (a->ndim - ya != b->ndim - xa) return 0;
-    for (uint32_t i = 0; i + ya < a->ndim; i++) {
-        if (a->count[ya + i] != b->count[xa + i] || a->stride[ya + i] != b->stride[xa + i]) return 0;
+    const uint64_t *ac = pl_pcnt_c(y, side), *as = pl_pstr_c(y, side);
+    const uint64_t *bc = pl_pcnt_c(x, side), *bs = pl_pstr_c(x, side);
+    if (y->nd[side] - ya != x->nd[side] - xa) return 0;
+    for (uint32_t i = 0; i + ya < y->nd[side]; i++) {
+        if (ac[ya + i] != bc[xa + i] || as[ya + i] != bs[xa + i]) return 0;
         if (side_is_staging(y, side) && y->dl[ya + i] != x->dl[xa + i]) return 0;
     }
     return 1;
@@ -142,14 +145,10 @@ static int try_extend(pl_pop *y, const pl_pop *x, int relaxed)
 {
     if (y->code != x->code || y->sym != x->sym) return 0;
     /* contiguous append: one-dim on both sides, x starts where y ends */
-    if (y->d[0].ndim == 1 && y->d[1].ndim == 1 && x->d[0].ndim == 1 && x->d[1].ndim == 1 &&
-        (!y->sym || y->item == x->item)) {
-        int ok = 1;
-        for (int s = 0; s < 2; s++)
-            if (x->d[s].offset != y->d[s].offset + y->d[s].count[0]) ok = 0;
-        if (ok) {
-            y->d[0].count[0] += x->d[0].count[0];
-            y->d[1].count[0] += x->d[1].count[0];
+    if (y->nd[0] == 1 && y->nd[1] == 1 && x->nd[0] == 1 && x->nd[1] == 1 && (!y->sym || y->item == x->item)) {
+        if (x->off[0] == y->off[0] + y->cnt[0] && x->off[1] == y->off[1] + y->cnt[1]) {
+            y->cnt[0] += x->cnt[0];
+            y->cnt[1] += x->cnt[1];
             if (y->tensor != x->tensor) y->tensor = RS_NONE;
             return 1;
         }
@@ -157,48 +156,48 @@ static int try_extend(pl_pop *y, const pl_pop *x, int relaxed)
     /* (a) one more step of y's outermost dim */
     int ok = 1;
     for (int s = 0; s < 2 && ok; s++) {
-        const pl_pdesc *a = &y->d[s], *b = &x->d[s];
-        if (a->ndim != b->ndim + 1 || !same_dims(y, s, 1, x, 0)) ok = 0;
-        else if (b->offset != a->offset + a->count[0] * a->stride[0]) ok = 0;
-        else if (side_is_staging(y, s) && x->item != y->item + (int64_t)a->count[0] * y->dl[0]) ok = 0;
+        const uint64_t *ac = pl_pcnt_c(y, s), *as = pl_pstr_c(y, s);
+        if (y->nd[s] != x->nd[s] + 1 || !same_dims(y, s, 1, x, 0)) ok = 0;
+        else if (x->off[s] != y->off[s] + ac[0] * as[0]) ok = 0;
+        else if (side_is_staging(y, s) && x->item != y->item + (int64_t)ac[0] * y->dl[0]) ok = 0;
     }
     if (ok) {
-        y->d[0].count[0]++;
-        y->d[1].count[0]++;
+        pl_pcnt(y, 0)[0]++;
+        pl_pcnt(y, 1)[0]++;
         if (y->tensor != x->tensor) y->tensor = RS_NONE;
         return 1;
     }
     /* (b) a new outer dim of two */
-    ok = 1;
+    if (y->nd[0] + y->nd[1] + 2 > PL_PT) return 0;
     int64_t delta[2], dl = 0;
-    for (int s = 0; s < 2 && ok; s++) {
-        const pl_pdesc *a = &y->d[s], *b = &x->d[s];
-        if (a->ndim != b->ndim || a->ndim + 1 > PL_PD || !same_dims(y, s, 0, x, 0)) {
-            ok = 0;
-            break;
-        }
-        delta[s] = (int64_t)(b->offset - a->offset);
+    for (int s = 0; s < 2; s++) {
+        if (y->nd[s] != x->nd[s] || y->nd[s] + 1 > PL_PD || !same_dims(y, s, 0, x, 0)) return 0;
+        delta[s] = (int64_t)(x->off[s] - y->off[s]);
         /* side 0 is the one read: with strided reads it may step by less than its span (even 0) */
         int loose = relaxed && s == 0;
         if (side_is_staging(y, s)) {
             dl = x->item - y->item;
-            if (dl < 0 || dl > INT16_MAX || (dl == 0 && (delta[s] < 0 || (!loose && (delta[s] == 0 || (uint64_t)delta[s] < desc_span(a))))))
-                ok = 0;
-        } else if (delta[s] < 0 || (!loose && (delta[s] == 0 || (uint64_t)delta[s] < desc_span(a)))) {
-            ok = 0;
+            if (dl < 0 || dl > INT16_MAX || (dl == 0 && (delta[s] < 0 || (!loose && (delta[s] == 0 || (uint64_t)delta[s] < desc_span(y, s))))))
+                return 0;
+        } else if (delta[s] < 0 || (!loose && (delta[s] == 0 || (uint64_t)delta[s] < desc_span(y, s)))) {
+            return 0;
         }
     }
-    if (!ok) return 0;
-    for (int s = 0; s < 2; s++) {
-        pl_pdesc *a = &y->d[s];
-        memmove(a->count + 1, a->count, a->ndim * sizeof a->count[0]);
-        memmove(a->stride + 1, a->stride, a->ndim * sizeof a->stride[0]);
-        if (side_is_staging(y, s)) memmove(y->dl + 1, y->dl, a->ndim * sizeof y->dl[0]);
-        a->ndim++;
-        a->count[0] = 2;
-        a->stride[0] = (uint64_t)delta[s];
-        if (side_is_staging(y, s)) y->dl[0] = (int16_t)dl;
+    /* [side 0 | side 1] -> [2, side 0 | 2, side 1] */
+    uint32_t n0 = y->nd[0], n1 = y->nd[1];
+    memmove(y->cnt + n0 + 2, y->cnt + n0, n1 * sizeof y->cnt[0]);
+    memmove(y->str + n0 + 2, y->str + n0, n1 * sizeof y->str[0]);
+    memmove(y->cnt + 1, y->cnt, n0 * sizeof y->cnt[0]);
+    memmove(y->str + 1, y->str, n0 * sizeof y->str[0]);
+    y->cnt[0] = y->cnt[n0 + 1] = 2;
+    y->str[0] = (uint64_t)delta[0];
+    y->str[n0 + 1] = (uint64_t)delta[1];
+    if (y->sym) {
+        memmove(y->dl + 1, y->dl, y->nd[y->sym - 1] * sizeof y->dl[0]);
+        y->dl[0] = (int16_t)dl;
     }
+    y->nd[0]++;
+    y->nd[1]++;
     if (y->tensor != x->tensor) y->tensor = RS_NONE;
     return 1;
 }
@@ -321,7 +320,7 @@ static void pops_drop(pl_stepb *b)
 static void add_pop(pl_ctx *c, uint32_t sbid, const pl_pop *x, uint32_t lane_tag)
 {
     pl_stepb *b = &c->steps.v[sbid];
-    pl_mslot *e = mslot_get(c, b, x->d[0].loc, x->d[1].loc, x->code | lane_tag << 8);
+    pl_mslot *e = mslot_get(c, b, x->loc[0], x->loc[1], x->code | lane_tag << 8);
     uint32_t cur = e->cur, prev = e->prev;
     if (cur && try_extend(&b->pops.v[cur - 1], x, c->o->strided_reads)) return;
     if (cur) {
@@ -418,26 +417,26 @@ static void usage_add(pl_ctx *c, uint32_t rank, uint32_t k, uint64_t add)
 
 /* ---- pass work ---- */
 
+/* Side 0 is set before side 1 (side 1's dims follow side 0's). */
 static void set_local(pl_pop *p, int side, uint32_t loc, const rs_desc *d)
 {
-    pl_pdesc *e = &p->d[side];
-    rs_assert(d->ndim <= PL_PD);
-    e->loc = loc;
-    e->ndim = d->ndim;
-    e->offset = d->offset;
-    /* whole arrays (a fixed size copies without a call): the dims past ndim are 0 in d as in p */
-    memcpy(e->count, d->count, sizeof e->count);
-    memcpy(e->stride, d->stride, sizeof e->stride);
+    rs_assert(d->ndim <= PL_PD && (side ? p->nd[0] + d->ndim <= PL_PT : p->nd[1] == 0));
+    p->loc[side] = loc;
+    p->nd[side] = (uint8_t)d->ndim;
+    p->off[side] = d->offset;
+    memcpy(pl_pcnt(p, side), d->count, d->ndim * sizeof d->count[0]);
+    memcpy(pl_pstr(p, side), d->stride, d->ndim * sizeof d->stride[0]);
 }
 
-/* p is zeroed (its other dims and item steps stay 0). */
+/* p is zeroed (its other dims and item steps stay 0); side 0 is set before side 1. */
 static void set_staging(pl_pop *p, int side, uint32_t item, uint64_t off, uint64_t bytes)
 {
-    p->d[side].loc = RS_LOC_STAGING;
-    p->d[side].ndim = 1;
-    p->d[side].offset = off;
-    p->d[side].count[0] = bytes;
-    p->d[side].stride[0] = 1;
+    rs_assert(side || p->nd[1] == 0);
+    p->loc[side] = RS_LOC_STAGING;
+    p->nd[side] = 1;
+    p->off[side] = off;
+    pl_pcnt(p, side)[0] = bytes;
+    pl_pstr(p, side)[0] = 1;
     p->sym = (uint8_t)(side + 1);
     p->item = (int32_t)item;
 }
@@ -494,6 +493,7 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
 {
     rs_desc sd, dd;
     if (pl_bmap_desc(E->sm, lo, hi, &sd) != 1 || pl_bmap_desc(E->dm, lo, hi, &dd) != 1) return 1; /* cut it */
+    if (sd.ndim + dd.ndim > PL_PT) return 2; /* more dims than an op keeps: halve it */
     uint64_t bytes = pl_box_elems(cell->ndim, lo, hi) * cell->es;
     c->st->chunks++;
     pl_pop x;
@@ -582,14 +582,13 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
             /* a few far-apart rows (gate and up of one expert): pack each row on its own, so that row r of
              * consecutive receivers' fragments merge into one op without overlapping dims */
             for (uint64_t r = 0; r < sd.count[0]; r++) {
-                pl_pop z = x;
-                pl_pdesc *e = &z.d[0];
-                e->offset = sd.offset + r * sd.stride[0];
-                memmove(e->count, e->count + 1, (e->ndim - 1) * sizeof e->count[0]);
-                memmove(e->stride, e->stride + 1, (e->ndim - 1) * sizeof e->stride[0]);
-                e->ndim--;
-                z.d[1].offset = y + r * inner;
-                z.d[1].count[0] = inner;
+                pl_pop z = x; /* side 0 without its outer dim, then side 1 */
+                z.off[0] = sd.offset + r * sd.stride[0];
+                memmove(z.cnt, z.cnt + 1, (size_t)(z.nd[0] + z.nd[1] - 1) * sizeof z.cnt[0]);
+                memmove(z.str, z.str + 1, (size_t)(z.nd[0] + z.nd[1] - 1) * sizeof z.str[0]);
+                z.nd[0]--;
+                z.off[1] = y + r * inner;
+                pl_pcnt(&z, 1)[0] = inner;
                 add_pop(c, sbid, &z, (uint32_t)r + 1);
             }
         } else {
@@ -651,8 +650,15 @@ static int emit_aligned(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_
         int64_t cut;
         if (!pl_bmap_cut(E->sm, l, h, &d, &cut) && !pl_bmap_cut(E->dm, l, h, &d, &cut)) {
             rc = emit_chunk(c, cell, p, E, l, h);
-            if (rc > 0) rs_die("a chunk maps to no single region");
-            continue;
+            if (rc == 1) rs_die("a chunk maps to no single region");
+            if (rc != 2) continue;
+            /* more dims on both sides together than an op keeps: halve the outermost dim that can be
+             * halved (a box of single elements is one run on each side) */
+            rc = 0;
+            for (d = 0; d < cell->ndim && h[d] - l[d] < 2; d++) {
+            }
+            rs_assert(d < cell->ndim);
+            cut = l[d] + (h[d] - l[d]) / 2;
         }
         rs_vec_reserve(&stack, 4 * PL_ND);
         int64_t *a = stack.v + stack.n, *b = a + 2 * PL_ND;
@@ -1347,21 +1353,23 @@ static uint64_t item_base(const pl_ctx *c, const pl_stepb *b, int out, int64_t i
     return c->segs.v[it >> 1].rbase;
 }
 
-static void desc_check_ok(const pl_pdesc *d, int *ok, int loose)
+static void desc_check_ok(const pl_pop *p, int side, int *ok, int loose)
 {
+    const uint64_t *cnt = pl_pcnt_c(p, side), *str = pl_pstr_c(p, side);
+    uint32_t nd = p->nd[side];
     if (loose) {
-        for (uint32_t i = 0; i + 1 < d->ndim; i++)
-            if (d->count[i] > 1 && (int64_t)d->stride[i] < 0) *ok = 0;
+        for (uint32_t i = 0; i + 1 < nd; i++)
+            if (cnt[i] > 1 && (int64_t)str[i] < 0) *ok = 0;
         return;
     }
-    uint64_t span = d->count[d->ndim - 1];
-    for (int i = (int)d->ndim - 2; i >= 0; i--) {
-        if (d->count[i] > 1) {
-            if ((int64_t)d->stride[i] < 0 || d->stride[i] < span) {
+    uint64_t span = cnt[nd - 1];
+    for (int i = (int)nd - 2; i >= 0; i--) {
+        if (cnt[i] > 1) {
+            if ((int64_t)str[i] < 0 || str[i] < span) {
                 *ok = 0;
                 return;
             }
-            span = (d->count[i] - 1) * d->stride[i] + span;
+            span = (cnt[i] - 1) * str[i] + span;
         }
     }
 }
@@ -1382,13 +1390,36 @@ static void put_op(prog_out *o, const pl_pop *p)
     for (int sd = 0; sd < 2; sd++) {
         rs_desc *d = &o->descs.v[o->descs.n++];
         memset(d, 0, sizeof *d);
-        d->loc = p->d[sd].loc;
-        d->ndim = p->d[sd].ndim;
-        d->offset = p->d[sd].offset;
-        memcpy(d->count, p->d[sd].count, d->ndim * sizeof d->count[0]);
-        memcpy(d->stride, p->d[sd].stride, d->ndim * sizeof d->stride[0]);
+        d->loc = p->loc[sd];
+        d->ndim = p->nd[sd];
+        d->offset = p->off[sd];
+        memcpy(d->count, pl_pcnt_c(p, sd), d->ndim * sizeof d->count[0]);
+        memcpy(d->stride, pl_pstr_c(p, sd), d->ndim * sizeof d->stride[0]);
     }
     op->bytes = rs_desc_bytes(&o->descs.v[op->src]);
+}
+
+/* Drop dim k of both sides (the outer dims are merged ones, shared by the sides), stepping to index i of it. */
+static void pop_take_dim(pl_pop *s, const pl_pop *p, uint32_t k, uint64_t i)
+{
+    *s = *p;
+    uint32_t n0 = p->nd[0], n1 = p->nd[1];
+    s->off[0] += i * p->str[k];
+    s->off[1] += i * p->str[n0 + k];
+    uint64_t cnt[PL_PT], str[PL_PT];
+    uint32_t n = 0;
+    for (uint32_t j = 0; j < n0 + n1; j++) {
+        if (j == k || j == n0 + k) continue;
+        cnt[n] = p->cnt[j];
+        str[n] = p->str[j];
+        n++;
+    }
+    memcpy(s->cnt, cnt, n * sizeof cnt[0]);
+    memcpy(s->str, str, n * sizeof str[0]);
+    if (p->sym) memmove(s->dl + k, s->dl + k + 1, (p->nd[p->sym - 1] - k - 1) * sizeof s->dl[0]);
+    s->nd[0]--;
+    s->nd[1]--;
+    s->item = p->item + (int32_t)(i * (uint64_t)(int64_t)p->dl[k]);
 }
 
 /* Resolve the staging side of p (items -> offsets); split along dims whose items are not evenly spaced. */
@@ -1399,19 +1430,19 @@ static void resolve(const pl_ctx *c, const pl_stepb *b, const pl_pop *p, prog_ou
         return;
     }
     int side = p->sym - 1, out = p->code == RS_OP_PACK;
-    const pl_pdesc *d = &p->d[side];
+    const uint64_t *cnt = pl_pcnt_c(p, side), *str = pl_pstr_c(p, side);
     /* dims stepping through items */
-    uint32_t nd = d->ndim;
+    uint32_t nd = p->nd[side];
     int any = 0;
     for (uint32_t i = 0; i < nd; i++)
         if (p->dl[i]) any = 1;
     pl_pop q = *p;
     uint64_t b0 = item_base(c, b, out, p->item);
     if (!any) {
-        q.d[side].offset = b0 + d->offset;
+        q.off[side] = b0 + p->off[side];
         q.sym = 0;
         int ok = 1;
-        desc_check_ok(&q.d[side], &ok, c->o->strided_reads && side == 0);
+        desc_check_ok(&q, side, &ok, c->o->strided_reads && side == 0);
         rs_assert(ok);
         put_op(o, &q);
         return;
@@ -1420,18 +1451,17 @@ static void resolve(const pl_ctx *c, const pl_stepb *b, const pl_pop *p, prog_ou
     int ok = 1;
     uint64_t strides[PL_PD];
     for (uint32_t i = 0; i < nd; i++) {
-        strides[i] = d->stride[i];
-        if (p->dl[i] && d->count[i] > 1)
-            strides[i] = item_base(c, b, out, p->item + p->dl[i]) - b0 + d->stride[i];
+        strides[i] = str[i];
+        if (p->dl[i] && cnt[i] > 1) strides[i] = item_base(c, b, out, p->item + p->dl[i]) - b0 + str[i];
     }
     uint32_t idx[PL_PD] = {0};
     for (;;) {
         int64_t item = p->item;
-        uint64_t rel = d->offset, want = d->offset;
+        uint64_t rel = p->off[side], want = p->off[side];
         for (uint32_t i = 0; i < nd; i++) {
             if (!p->dl[i]) continue;
             item += (int64_t)idx[i] * p->dl[i];
-            rel += idx[i] * d->stride[i];
+            rel += idx[i] * str[i];
             want += idx[i] * strides[i];
         }
         if (item_base(c, b, out, item) - b0 + rel != want) {
@@ -1441,17 +1471,17 @@ static void resolve(const pl_ctx *c, const pl_stepb *b, const pl_pop *p, prog_ou
         int i = (int)nd - 1;
         for (; i >= 0; i--) {
             if (!p->dl[i]) continue;
-            if (++idx[i] < d->count[i]) break;
+            if (++idx[i] < cnt[i]) break;
             idx[i] = 0;
         }
         if (i < 0) break;
     }
     if (ok) {
-        for (uint32_t i = 0; i < nd; i++) q.d[side].stride[i] = strides[i];
+        memcpy(pl_pstr(&q, side), strides, nd * sizeof strides[0]);
         memset(q.dl, 0, sizeof q.dl);
-        q.d[side].offset = b0 + d->offset;
+        q.off[side] = b0 + p->off[side];
         q.sym = 0;
-        desc_check_ok(&q.d[side], &ok, c->o->strided_reads && side == 0);
+        desc_check_ok(&q, side, &ok, c->o->strided_reads && side == 0);
         if (ok) {
             put_op(o, &q);
             return;
@@ -1459,20 +1489,12 @@ static void resolve(const pl_ctx *c, const pl_stepb *b, const pl_pop *p, prog_ou
     }
     /* split the outermost dim (it steps items or its stride broke the layout) */
     uint32_t k = 0;
-    while (k + 1 < nd && d->count[k] == 1) k++;
+    while (k + 1 < nd && cnt[k] == 1) k++;
     rs_assert(nd > 1 || p->dl[0]);
-    for (uint64_t i = 0; i < d->count[k]; i++) {
-        pl_pop s = *p;
-        for (int sd = 0; sd < 2; sd++) {
-            pl_pdesc *e = &s.d[sd];
-            e->offset += i * p->d[sd].stride[k];
-            memmove(e->count + k, e->count + k + 1, (e->ndim - k - 1) * sizeof e->count[0]);
-            memmove(e->stride + k, e->stride + k + 1, (e->ndim - k - 1) * sizeof e->stride[0]);
-            if (sd == side) memmove(s.dl + k, s.dl + k + 1, (e->ndim - k - 1) * sizeof s.dl[0]);
-            e->ndim--;
-        }
-        s.item = p->item + (int32_t)(i * (uint64_t)(int64_t)p->dl[k]);
-        if (s.d[0].ndim == 0 || s.d[1].ndim == 0) rs_die("split of a one-dim op");
+    for (uint64_t i = 0; i < cnt[k]; i++) {
+        pl_pop s;
+        pop_take_dim(&s, p, k, i);
+        if (s.nd[0] == 0 || s.nd[1] == 0) rs_die("split of a one-dim op");
         resolve(c, b, &s, o);
     }
 }

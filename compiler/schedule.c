@@ -1325,7 +1325,62 @@ typedef struct {
     rs_vec(rs_desc) descs;
     rs_vec(rs_step) steps;
     rs_vec(uint32_t) waits;
+    uint32_t *dtab; /* descriptor index + 1 by content (open addressing), so that ops share equal ones */
+    uint32_t dmask;
 } prog_out;
+
+static uint64_t desc_hash(const rs_desc *d)
+{
+    uint64_t h = ((uint64_t)d->loc << 8 | d->ndim) * 0x9e3779b97f4a7c15ull ^ d->offset * 0xc2b2ae3d27d4eb4full;
+    for (uint32_t i = 0; i < d->ndim; i++) {
+        h = (h ^ d->count[i]) * 0x9e3779b97f4a7c15ull;
+        h = (h ^ d->stride[i]) * 0xc2b2ae3d27d4eb4full;
+    }
+    return h ^ h >> 29;
+}
+
+static int desc_same(const rs_desc *a, const rs_desc *b)
+{
+    if (a->loc != b->loc || a->ndim != b->ndim || a->offset != b->offset) return 0;
+    for (uint32_t i = 0; i < a->ndim; i++)
+        if (a->count[i] != b->count[i] || a->stride[i] != b->stride[i]) return 0;
+    return 1;
+}
+
+static void dtab_insert(prog_out *o, uint32_t idx)
+{
+    uint32_t j = (uint32_t)desc_hash(&o->descs.v[idx]) & o->dmask;
+    while (o->dtab[j]) j = (j + 1) & o->dmask;
+    o->dtab[j] = idx + 1;
+}
+
+/* The index of a descriptor equal to the one just written at the end of o->descs, dropping it again, or
+ * the new one's. Packing the same source region for several receivers (an expert's rows for every
+ * engine that needs them) gave half of DeepSeek-V3's descriptors twice or more. */
+static uint32_t desc_intern(prog_out *o)
+{
+    uint32_t idx = (uint32_t)o->descs.n - 1;
+    const rs_desc *d = &o->descs.v[idx];
+    if (2 * (size_t)o->descs.n > (size_t)o->dmask) {
+        uint32_t cap = o->dmask ? 2 * (o->dmask + 1) : 4096;
+        while (2 * (size_t)o->descs.n > cap - 1) cap *= 2;
+        free(o->dtab);
+        o->dtab = rs_xcalloc(cap, sizeof *o->dtab);
+        o->dmask = cap - 1;
+        for (uint32_t i = 0; i < idx; i++) dtab_insert(o, i);
+    }
+    for (uint32_t j = (uint32_t)desc_hash(d) & o->dmask;; j = (j + 1) & o->dmask) {
+        uint32_t e = o->dtab[j];
+        if (!e) {
+            o->dtab[j] = idx + 1;
+            return idx;
+        }
+        if (desc_same(&o->descs.v[e - 1], d)) {
+            o->descs.n--;
+            return e - 1;
+        }
+    }
+}
 
 typedef struct {
     uint32_t peer, kind, key;
@@ -1383,8 +1438,6 @@ static void put_op(prog_out *o, const pl_pop *p)
     memset(op, 0, sizeof *op);
     op->code = p->code;
     op->tensor = p->tensor;
-    op->src = (uint32_t)o->descs.n;
-    op->dst = op->src + 1;
     op->peer = RS_NONE;
     op->loc = RS_NONE;
     for (int sd = 0; sd < 2; sd++) {
@@ -1395,6 +1448,7 @@ static void put_op(prog_out *o, const pl_pop *p)
         d->offset = p->off[sd];
         memcpy(d->count, pl_pcnt_c(p, sd), d->ndim * sizeof d->count[0]);
         memcpy(d->stride, pl_pstr_c(p, sd), d->ndim * sizeof d->stride[0]);
+        *(sd ? &op->dst : &op->src) = desc_intern(o);
     }
     op->bytes = rs_desc_bytes(&o->descs.v[op->src]);
 }
@@ -1835,6 +1889,7 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
         g->ndescs = (uint32_t)o.descs.n;
         g->waits = rs_xrealloc(o.waits.v, (o.waits.n + 1) * sizeof *o.waits.v);
         g->nwaits = (uint32_t)o.waits.n;
+        free(o.dtab);
         popool_release(&c->popool[r]);
 #ifdef __GLIBC__
         /* The ops of the steps just resolved were freed into the heap in pieces too small for the large

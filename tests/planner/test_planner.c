@@ -23,6 +23,36 @@ static int failures;
         }                                                                                          \
     } while (0)
 
+static int desc_cmp(const void *a, const void *b)
+{
+    const rs_desc *x = a, *y = b;
+    if (x->loc != y->loc) return x->loc < y->loc ? -1 : 1;
+    if (x->ndim != y->ndim) return x->ndim < y->ndim ? -1 : 1;
+    if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
+    for (uint32_t i = 0; i < x->ndim; i++) {
+        if (x->count[i] != y->count[i]) return x->count[i] < y->count[i] ? -1 : 1;
+        if (x->stride[i] != y->stride[i]) return x->stride[i] < y->stride[i] ? -1 : 1;
+    }
+    return 0;
+}
+
+/* the planner writes each distinct descriptor of a rank once (ops share them) */
+static int descs_distinct(const rs_plan *P)
+{
+    for (uint32_t r = 0; r < P->layout.topo.world; r++) {
+        const rs_rank_prog *g = &P->ranks[r];
+        if (g->ndescs < 2) continue;
+        rs_desc *d = malloc(g->ndescs * sizeof *d);
+        memcpy(d, g->descs, g->ndescs * sizeof *d);
+        qsort(d, g->ndescs, sizeof *d, desc_cmp);
+        int dup = 0;
+        for (uint32_t i = 1; i < g->ndescs && !dup; i++) dup = !desc_cmp(&d[i - 1], &d[i]);
+        free(d);
+        if (dup) return 0;
+    }
+    return 1;
+}
+
 static int plan_it(rs_layout *L, uint64_t staging, rs_plan *P, rs_plan_stats *S)
 {
     rs_plan_opts o;
@@ -34,6 +64,7 @@ static int plan_it(rs_layout *L, uint64_t staging, rs_plan *P, rs_plan_stats *S)
         failures++;
         return -1;
     }
+    CHECK(descs_distinct(P));
     char msg[600];
     for (int s = 0; s < 2; s++)
         if (rs_interp_run(P, (uint64_t)s, msg, sizeof msg)) {

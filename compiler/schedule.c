@@ -1325,7 +1325,7 @@ typedef struct {
     rs_vec(rs_desc) descs;
     rs_vec(rs_step) steps;
     rs_vec(uint32_t) waits;
-    uint32_t *dtab; /* descriptor index + 1 by content (open addressing), so that ops share equal ones */
+    uint64_t *dtab; /* by content (open addressing): hash << 32 | descriptor index + 1; ops share equal ones */
     uint32_t dmask;
 } prog_out;
 
@@ -1349,9 +1349,10 @@ static int desc_same(const rs_desc *a, const rs_desc *b)
 
 static void dtab_insert(prog_out *o, uint32_t idx)
 {
-    uint32_t j = (uint32_t)desc_hash(&o->descs.v[idx]) & o->dmask;
+    uint64_t h = desc_hash(&o->descs.v[idx]);
+    uint32_t j = (uint32_t)h & o->dmask;
     while (o->dtab[j]) j = (j + 1) & o->dmask;
-    o->dtab[j] = idx + 1;
+    o->dtab[j] = (h & ~(uint64_t)UINT32_MAX) | (idx + 1);
 }
 
 /* The index of a descriptor equal to the one just written at the end of o->descs, dropping it again, or
@@ -1369,15 +1370,18 @@ static uint32_t desc_intern(prog_out *o)
         o->dmask = cap - 1;
         for (uint32_t i = 0; i < idx; i++) dtab_insert(o, i);
     }
-    for (uint32_t j = (uint32_t)desc_hash(d) & o->dmask;; j = (j + 1) & o->dmask) {
-        uint32_t e = o->dtab[j];
+    /* the hash's high half is kept with the index: only a likely match reads the other descriptor */
+    uint64_t h = desc_hash(d), hi = h & ~(uint64_t)UINT32_MAX;
+    for (uint32_t j = (uint32_t)h & o->dmask;; j = (j + 1) & o->dmask) {
+        uint64_t e = o->dtab[j];
         if (!e) {
-            o->dtab[j] = idx + 1;
+            o->dtab[j] = hi | (idx + 1);
             return idx;
         }
-        if (desc_same(&o->descs.v[e - 1], d)) {
+        uint32_t k = (uint32_t)e - 1;
+        if ((e & ~(uint64_t)UINT32_MAX) == hi && desc_same(&o->descs.v[k], d)) {
             o->descs.n--;
-            return e - 1;
+            return k;
         }
     }
 }

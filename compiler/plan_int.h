@@ -250,15 +250,22 @@ static inline uint64_t *pl_pstr(pl_pop *p, int side) { return p->str + (side ? p
 static inline const uint64_t *pl_pcnt_c(const pl_pop *p, int side) { return p->cnt + (side ? p->nd[0] : 0); }
 static inline const uint64_t *pl_pstr_c(const pl_pop *p, int side) { return p->str + (side ? p->nd[0] : 0); }
 
-/* The ops of one rank's steps while planning, in vectors of size classes (capacity 2, 3, 4, 6, 9, ...: grown
- * by half) carved from the rank's blocks: a vector that grows leaves its old room on the class's free list
- * for the rank's next step, and building the rank's program hands all of its blocks back at once. */
+/* The ops of one step while planning: a chain of rooms of 2, 3, 4, 6, 9, ... ops (growing by half), filled in
+ * order and never moved, so a step that grows wastes at most its last room's free part. Rooms are carved
+ * from blocks of the step's rank, which building the rank's program hands back at once. (Vectors that moved
+ * to a bigger room when full left the old room behind: steps of a rank grow in lockstep, so the 2.5 T MoE's
+ * outgrown rooms, waiting for a step of their size that never came, were 1.3x its ops.) */
 #define PL_POP_CLASSES 48
+typedef struct pl_room {
+    struct pl_room *next;
+    uint32_t cap, pad_;
+    pl_pop p[];
+} pl_room;
+
 typedef struct {
     rs_vec(void *) blocks;
     char *at;
     size_t left;
-    void *free[PL_POP_CLASSES];
 } pl_popool;
 
 /* Merge state of a step for one (code, row tag, source loc, destination loc): its latest op and the live
@@ -271,8 +278,10 @@ struct pl_stepb {
     uint32_t rank;
     int32_t round; /* -1: the local-copy step */
     uint8_t lane;
-    uint8_t pcls; /* the size class of pops (when pops.cap > 0) */
-    rs_vec(pl_pop) pops; /* room from the rank's pl_popool */
+    uint8_t pcls;           /* the size class of the last room */
+    pl_room *first, *last;  /* the step's ops (pop_at, pop_next) */
+    uint32_t nops;          /* ops in the step (dead ones included) */
+    uint32_t last_base;     /* index of the last room's first op */
     rs_vec(uint32_t) out;      /* seg ids this rank sends in this step */
     rs_vec(uint64_t) in;       /* received items: seg id << 1 (direct receiver) or inst id << 1 | 1 */
     pl_mslot *mt;              /* merge state (open addressing, mcap a power of two) */

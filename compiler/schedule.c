@@ -270,38 +270,77 @@ static size_t pop_class_cap(uint32_t k)
     return n;
 }
 
-/* Room for one more op in b: the next size class, the old room back on its free list. */
-static void pop_grow(pl_ctx *c, pl_stepb *b)
+/* Room of `bytes` from the rank's blocks. */
+static void *pool_carve(pl_popool *pool, size_t bytes)
 {
-    pl_popool *pool = &c->popool[b->rank];
-    uint32_t k = b->pops.cap ? b->pcls + 1u : 0;
-    rs_assert(k < PL_POP_CLASSES);
-    size_t cap = pop_class_cap(k), bytes = cap * sizeof(pl_pop);
-    void *v = pool->free[k];
-    if (v) {
-        pool->free[k] = *(void **)v;
-    } else {
-        if (bytes > pool->left) {
-            size_t bsz = bytes > ((size_t)256 << 10) ? bytes : (size_t)256 << 10;
-            pool->at = rs_xmalloc(bsz);
-            pool->left = bsz;
-            rs_vec_push(&pool->blocks, pool->at);
-        }
-        v = pool->at;
-        pool->at += bytes;
-        pool->left -= bytes;
+    bytes = (bytes + 15) & ~(size_t)15;
+    if (bytes > pool->left) {
+        size_t bsz = bytes > ((size_t)256 << 10) ? bytes : (size_t)256 << 10;
+        pool->at = rs_xmalloc(bsz);
+        pool->left = bsz;
+        rs_vec_push(&pool->blocks, pool->at);
     }
-    if (b->pops.cap) {
-        memcpy(v, b->pops.v, b->pops.n * sizeof(pl_pop));
-        *(void **)b->pops.v = pool->free[b->pcls];
-        pool->free[b->pcls] = b->pops.v;
-    }
-    b->pops.v = v;
-    b->pops.cap = cap;
-    b->pcls = (uint8_t)k;
+    void *v = pool->at;
+    pool->at += bytes;
+    pool->left -= bytes;
+    return v;
 }
 
-/* The rank's steps are resolved: every op vector's room goes back at once. */
+/* The slot of a new last op of b (a new room when the last one is full). */
+static pl_pop *pop_push(pl_ctx *c, pl_stepb *b)
+{
+    if (!b->last || b->nops - b->last_base == b->last->cap) {
+        uint32_t k = b->last ? b->pcls + 1u : 0;
+        rs_assert(k < PL_POP_CLASSES);
+        size_t cap = pop_class_cap(k);
+        pl_room *r = pool_carve(&c->popool[b->rank], sizeof(pl_room) + cap * sizeof(pl_pop));
+        r->next = NULL;
+        r->cap = (uint32_t)cap;
+        if (b->last) {
+            b->last_base += b->last->cap;
+            b->last->next = r;
+        } else {
+            b->first = r;
+            b->last_base = 0;
+        }
+        b->last = r;
+        b->pcls = (uint8_t)k;
+    }
+    return &b->last->p[b->nops++ - b->last_base];
+}
+
+/* Op i of b (0-based): the last room at once, older ones by walking the chain. */
+static pl_pop *pop_at(const pl_stepb *b, uint32_t i)
+{
+    if (i >= b->last_base) return &b->last->p[i - b->last_base];
+    const pl_room *r = b->first;
+    while (i >= r->cap) {
+        i -= r->cap;
+        r = r->next;
+    }
+    return (pl_pop *)&r->p[i];
+}
+
+/* In-order walk over a step's ops: for (pop_it it = pop_begin(b); (p = pop_next(&it));) */
+typedef struct {
+    pl_room *r;
+    uint32_t i, left;
+} pop_it;
+
+static pop_it pop_begin(const pl_stepb *b) { return (pop_it){b->first, 0, b->nops}; }
+
+static pl_pop *pop_next(pop_it *it)
+{
+    if (!it->left) return NULL;
+    if (it->i == it->r->cap) {
+        it->r = it->r->next;
+        it->i = 0;
+    }
+    it->left--;
+    return &it->r->p[it->i++];
+}
+
+/* The rank's steps are resolved: every room goes back at once. */
 static void popool_release(pl_popool *pool)
 {
     for (size_t i = 0; i < pool->blocks.n; i++) free(pool->blocks.v[i]);
@@ -311,8 +350,8 @@ static void popool_release(pl_popool *pool)
 
 static void pops_drop(pl_stepb *b)
 {
-    b->pops.v = NULL;
-    b->pops.n = b->pops.cap = 0;
+    b->first = b->last = NULL;
+    b->nops = b->last_base = 0;
 }
 
 /* Add op x to step sbid: it extends the latest op of its (code, row tag, locs), or that one is folded into
@@ -322,18 +361,18 @@ static void add_pop(pl_ctx *c, uint32_t sbid, const pl_pop *x, uint32_t lane_tag
     pl_stepb *b = &c->steps.v[sbid];
     pl_mslot *e = mslot_get(c, b, x->loc[0], x->loc[1], x->code | lane_tag << 8);
     uint32_t cur = e->cur, prev = e->prev;
-    if (cur && try_extend(&b->pops.v[cur - 1], x, c->o->strided_reads)) return;
+    pl_pop *y = cur ? pop_at(b, cur - 1) : NULL;
+    if (y && try_extend(y, x, c->o->strided_reads)) return;
     if (cur) {
-        if (prev && try_extend(&b->pops.v[prev - 1], &b->pops.v[cur - 1], c->o->strided_reads)) {
-            b->pops.v[cur - 1].dead = 1;
-            if (cur == b->pops.n) b->pops.n--; /* the last op: x takes its place (no slot refers to it) */
+        if (prev && try_extend(pop_at(b, prev - 1), y, c->o->strided_reads)) {
+            y->dead = 1;
+            if (cur == b->nops) b->nops--; /* the last op: x takes its place (no slot refers to it) */
         } else {
             prev = cur;
         }
     }
-    if (b->pops.n == b->pops.cap) pop_grow(c, b);
-    b->pops.v[b->pops.n++] = *x;
-    e->cur = (uint32_t)b->pops.n;
+    *pop_push(c, b) = *x;
+    e->cur = b->nops;
     e->prev = prev;
 }
 
@@ -344,8 +383,8 @@ static void close_merges(pl_ctx *c)
         mslot_flush(b);
         for (uint32_t j = 0; j < b->mcap; j++) {
             uint32_t cur = b->mt[j].cur, prev = b->mt[j].prev;
-            if (cur && prev && try_extend(&b->pops.v[prev - 1], &b->pops.v[cur - 1], c->o->strided_reads))
-                b->pops.v[cur - 1].dead = 1;
+            if (cur && prev && try_extend(pop_at(b, prev - 1), pop_at(b, cur - 1), c->o->strided_reads))
+                pop_at(b, cur - 1)->dead = 1;
         }
         free(b->mt);
         b->mt = NULL;
@@ -1741,7 +1780,7 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
                                         : step_of(c, r, lane, (uint32_t)k);
                     if (sb == RS_NONE) continue;
                     const pl_stepb *b = &c->steps.v[sb];
-                    npop += b->pops.n;
+                    npop += b->nops;
                     nmsg += b->out.n + b->in.n;
                     if (lane == RS_LANE_NET)
                         for (size_t i = 0; i < b->in.n; i++)
@@ -1757,6 +1796,7 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
          * network lane goes on to round k + 1 at once; NET step k + 2, the next user of the staging half,
          * waits for NVL step k anyway (and so do relays, which read those bytes two rounds later). */
         pl_stepb empty;
+        pl_pop *p; /* the op a walk over a step is at */
         memset(&empty, 0, sizeof empty);
         for (int32_t k = -1; k < (int32_t)nk; k++) {
             for (int lane = 0; lane < 2; lane++) {
@@ -1768,8 +1808,8 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
                 }
                 int moved = 0; /* NVL step k runs NET step k's UNPACKs */
                 if (fwd)
-                    for (size_t i = 0; i < fwd->pops.n && !moved; i++)
-                        if (!fwd->pops.v[i].dead && fwd->pops.v[i].code == RS_OP_UNPACK) moved = 1;
+                    for (pop_it it = pop_begin(fwd); !moved && (p = pop_next(&it));)
+                        if (!p->dead && p->code == RS_OP_UNPACK) moved = 1;
                 if (sb == RS_NONE && !moved) {
                     if (fwd) pops_drop(fwd);
                     continue;
@@ -1818,18 +1858,18 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
                 }
                 /* phase 1, 2, 3 (a NET step's PACKs may have run ahead, in a pack step of the NVL lane) */
                 int packed = lane == RS_LANE_NET && k >= 0 && (size_t)k < pack_prog.n && pack_prog.v[k] >= 0;
-                for (size_t i = 0; i < b->pops.n && !packed; i++)
-                    if (!b->pops.v[i].dead && b->pops.v[i].code != RS_OP_UNPACK) resolve(c, b, &b->pops.v[i], &o);
+                if (!packed)
+                    for (pop_it it = pop_begin(b); (p = pop_next(&it));)
+                        if (!p->dead && p->code != RS_OP_UNPACK) resolve(c, b, p, &o);
                 put_msgs(&o, &snd, RS_OP_SEND);
                 put_msgs(&o, &rcv, RS_OP_RECV);
                 int keep = lane == RS_LANE_NET && k >= 0; /* its UNPACKs go to NVL step k */
                 if (!keep)
-                    for (size_t i = 0; i < b->pops.n; i++)
-                        if (!b->pops.v[i].dead && b->pops.v[i].code == RS_OP_UNPACK) resolve(c, b, &b->pops.v[i], &o);
+                    for (pop_it it = pop_begin(b); (p = pop_next(&it));)
+                        if (!p->dead && p->code == RS_OP_UNPACK) resolve(c, b, p, &o);
                 if (moved)
-                    for (size_t i = 0; i < fwd->pops.n; i++)
-                        if (!fwd->pops.v[i].dead && fwd->pops.v[i].code == RS_OP_UNPACK)
-                            resolve(c, fwd, &fwd->pops.v[i], &o);
+                    for (pop_it it = pop_begin(fwd); (p = pop_next(&it));)
+                        if (!p->dead && p->code == RS_OP_UNPACK) resolve(c, fwd, p, &o);
                 if (fwd) pops_drop(fwd);
                 st.nwaits = (uint32_t)o.waits.n - st.wait_begin;
                 st.nops = (uint32_t)o.ops.n - st.op_begin;
@@ -1856,8 +1896,9 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
             uint32_t psb = k >= 0 ? step_of(c, r, RS_LANE_NET, (uint32_t)k + 2) : RS_NONE;
             pl_stepb *pb = psb != RS_NONE ? &c->steps.v[psb] : NULL;
             int any = 0;
-            for (size_t i = 0; pb && i < pb->pops.n && !any; i++)
-                if (!pb->pops.v[i].dead && pb->pops.v[i].code == RS_OP_PACK) any = 1;
+            if (pb)
+                for (pop_it it = pop_begin(pb); !any && (p = pop_next(&it));)
+                    if (!p->dead && p->code == RS_OP_PACK) any = 1;
             if (any) {
                 rs_step st;
                 memset(&st, 0, sizeof st);
@@ -1871,8 +1912,8 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
                     rs_vec_push(&o.waits, (uint32_t)w);
                     last_net_waited = w;
                 }
-                for (size_t i = 0; i < pb->pops.n; i++)
-                    if (!pb->pops.v[i].dead && pb->pops.v[i].code == RS_OP_PACK) resolve(c, pb, &pb->pops.v[i], &o);
+                for (pop_it it = pop_begin(pb); (p = pop_next(&it));)
+                    if (!p->dead && p->code == RS_OP_PACK) resolve(c, pb, p, &o);
                 st.nwaits = (uint32_t)o.waits.n - st.wait_begin;
                 st.nops = (uint32_t)o.ops.n - st.op_begin;
                 while (pack_prog.n <= (size_t)k + 2) rs_vec_push(&pack_prog, -1);

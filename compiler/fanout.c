@@ -33,6 +33,14 @@ static int emit(pl_ctx *c, const pl_cell *cell, pl_part *p, uint32_t ncand)
     rs_assert(p->fset < PL_KEY_RELAY);
     p->key = p->fset | (p->relay ? PL_KEY_RELAY : ncand > 1 ? PL_KEY_CLASS : 0);
     if (c->pass == 1) {
+        /* the ranks this part involves (a sender chosen by LPT: when it is chosen) */
+        if (p->s != RS_NONE) pl_involve(c, p->s);
+        pl_involve(c, p->r);
+        if (p->kind == PL_NET && p->fset) {
+            uint32_t nf;
+            const uint32_t *f = pl_intern_list(&c->fsets, p->fset, &nf);
+            for (uint32_t q = 0; q < nf; q++) pl_involve(c, f[q]);
+        }
         c->st->parts++;
         if (p->kind == PL_LOCAL) c->st->local_bytes += p->bytes;
         else if (p->kind == PL_NVL) c->st->nvl_bytes += p->bytes;

@@ -174,6 +174,7 @@ typedef struct {
     uint64_t bytes;
     uint32_t cand, seq, unit, r, fset; /* unit: the tensor's first piece (+ the sender's slot = its unit); fset: the key */
     uint32_t flow;                     /* after pass 1: the chosen sender's flow (and unit: its unit) */
+    uint32_t tensor;                   /* the tensor whose cell it is */
 } pl_lpt;
 
 /* A part as pass 2 needs it (recorded in pass 1): its flow and unit, or (PL_REC_LPT) the LPT record whose
@@ -357,6 +358,16 @@ typedef struct pl_ctx {
     pl_u32vec *rank_steps;        /* [world * 2]: per rank and lane, step builder per round */
     uint32_t *local_step;          /* [world] */
     pl_popool *popool;             /* [world] */
+
+    /* programs built during pass 3: a rank's program is built (and its ops freed) as soon as the last
+     * tensor with a part that involves it (as sender, receiver or forwarder; recorded in pass 1, which
+     * routes the same parts) has been planned */
+    rs_plan *out;
+    uint32_t *rank_last;  /* [world]: 1 + that tensor, 0 for none */
+    uint32_t *done_order; /* [world]: ranks by rank_last */
+    uint32_t done_at;     /* ranks done_order[0 .. done_at) are built */
+    uint8_t *rank_built;  /* [world] */
+    uint64_t trim_bytes;  /* program bytes since the last malloc_trim */
     pl_u64vec *usage;             /* [world]: staging charged per round */
     uint32_t nrounds;
     uint64_t last_flow_key, last_flow;
@@ -396,6 +407,8 @@ int pl_do_part(pl_ctx *c, const pl_cell *cell, const pl_part *p); /* the pass's 
 void pl_after_pass1(pl_ctx *c);
 void pl_pass2(pl_ctx *c); /* pass 2 from the parts pass 1 recorded (the same routing, without redoing it) */
 void pl_after_pass2(pl_ctx *c);
+void pl_involve(pl_ctx *c, uint32_t rank);         /* pass 1: the current tensor has a part involving rank */
+void pl_tensor_planned(pl_ctx *c);                 /* pass 3: the current tensor is planned */
 int pl_finalize(pl_ctx *c, rs_plan *out);
 void pl_schedule_free(pl_ctx *c);
 

@@ -298,6 +298,7 @@ static int run_pass(pl_ctx *c, int pass)
     memset(c->relay_out, 0, c->world * sizeof *c->relay_out);
     for (uint32_t ti = 0; ti < c->L->ntensors; ti++) {
         if (pl_tensor_begin(c, ti) || pl_tensor_cells(c)) return -1;
+        if (pass == 3) pl_tensor_planned(c); /* build the programs of the ranks it was the last for */
     }
     return 0;
 }
@@ -359,6 +360,8 @@ int rs_planner_plan(rs_layout *L, const rs_plan_opts *o, rs_plan *out, rs_plan_s
     pl_intern_init(&c.cands);
     pl_intern_init(&c.fsets);
     c.snd = rs_xcalloc(c.world, sizeof *c.snd);
+    c.rank_last = rs_xcalloc(c.world + 1, sizeof *c.rank_last);
+    c.out = out;
 
     double t = now_s(), t2;
 #define LAP(i) (t2 = now_s(), c.st->seconds[i] = t2 - t, c.st->peak_kib[i] = peak_kib(), t = t2)
@@ -393,6 +396,11 @@ int rs_planner_plan(rs_layout *L, const rs_plan_opts *o, rs_plan *out, rs_plan_s
     LAP(4);
     if (bad_piece) *bad_piece = c.bad_piece;
     ctx_free(&c);
+    if (rc && out->ranks) {
+        /* programs built before the failure (out has no layout yet, so rs_plan_free would not see them) */
+        out->layout.topo.world = c.world;
+        rs_plan_free(out);
+    }
     if (rc) {
         if (!stats) rs_plan_stats_free(&local_stats);
         rs_plan_free(out);

@@ -359,6 +359,7 @@ static void pops_drop(pl_stepb *b)
 static void add_pop(pl_ctx *c, uint32_t sbid, const pl_pop *x, uint32_t lane_tag)
 {
     pl_stepb *b = &c->steps.v[sbid];
+    rs_assert(!c->rank_built[b->rank]); /* pass 1 saw every part that involves the rank */
     pl_mslot *e = mslot_get(c, b, x->loc[0], x->loc[1], x->code | lane_tag << 8);
     uint32_t cur = e->cur, prev = e->prev;
     pl_pop *y = cur ? pop_at(b, cur - 1) : NULL;
@@ -376,20 +377,23 @@ static void add_pop(pl_ctx *c, uint32_t sbid, const pl_pop *x, uint32_t lane_tag
     e->prev = prev;
 }
 
+/* No op comes to step b any more: fold each merge slot's latest op into the one before it if it can. */
+static void close_step_merges(pl_ctx *c, pl_stepb *b)
+{
+    mslot_flush(b);
+    for (uint32_t j = 0; j < b->mcap; j++) {
+        uint32_t cur = b->mt[j].cur, prev = b->mt[j].prev;
+        if (cur && prev && try_extend(pop_at(b, prev - 1), pop_at(b, cur - 1), c->o->strided_reads))
+            pop_at(b, cur - 1)->dead = 1;
+    }
+    free(b->mt);
+    b->mt = NULL;
+    b->mcap = b->mn = 0;
+}
+
 static void close_merges(pl_ctx *c)
 {
-    for (size_t i = 0; i < c->steps.n; i++) {
-        pl_stepb *b = &c->steps.v[i];
-        mslot_flush(b);
-        for (uint32_t j = 0; j < b->mcap; j++) {
-            uint32_t cur = b->mt[j].cur, prev = b->mt[j].prev;
-            if (cur && prev && try_extend(pop_at(b, prev - 1), pop_at(b, cur - 1), c->o->strided_reads))
-                pop_at(b, cur - 1)->dead = 1;
-        }
-        free(b->mt);
-        b->mt = NULL;
-        b->mcap = b->mn = 0;
-    }
+    for (size_t i = 0; i < c->steps.n; i++) close_step_merges(c, &c->steps.v[i]);
 }
 
 /* ---- segments ---- */
@@ -408,6 +412,7 @@ static uint32_t seg_new(pl_ctx *c, uint32_t flow, uint32_t round, int direct, ui
     g.lane = lane;
     g.direct = (uint8_t)direct;
     g.src_loc = g.dst_loc = RS_NONE;
+    g.sbase = g.rbase = UINT64_MAX; /* laid out with the sender's / receiver's program */
     g.tensor = tensor;
     uint32_t id = (uint32_t)c->segs.n;
     uint32_t sbid = sb_get(c, s, lane, (int32_t)round);
@@ -602,6 +607,7 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
         }
     }
     pl_seg *g = &c->segs.v[gid];
+    rs_assert(!c->rank_built[g->s] && !c->rank_built[g->r]);
     if (g->bytes == 0) g->tensor = cell->tensor;
     else if (g->tensor != cell->tensor) g->tensor = RS_NONE;
     uint64_t y = g->bytes;
@@ -648,7 +654,7 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
     }
     for (uint32_t q = 0; q < E->nf; q++) {
         pl_inst *in = &c->insts.v[g->inst + q];
-        rs_assert(in->f == E->f[q]);
+        rs_assert(in->f == E->f[q] && !c->rank_built[in->f]);
         if (zc_f) {
             in->zc = 1;
             in->dst_loc = E->flocs[q];
@@ -1307,6 +1313,8 @@ static void fill_rounds(pl_ctx *c)
     rs_vec_free(&items);
 }
 
+static void done_order_init(pl_ctx *c);
+
 void pl_after_pass2(pl_ctx *c)
 {
     /* Bytes per round of a sender's stream: a rank's staging per round carries what it sends, receives
@@ -1354,6 +1362,7 @@ void pl_after_pass2(pl_ctx *c)
     for (uint32_t r = 0; r < c->world; r++) c->local_step[r] = RS_NONE;
     c->usage = rs_xcalloc(c->world, sizeof *c->usage);
     c->popool = rs_xcalloc(c->world, sizeof *c->popool);
+    done_order_init(c);
     seg_precreate(c);
 }
 
@@ -1692,263 +1701,311 @@ static uint32_t step_of(const pl_ctx *c, uint32_t rank, int lane, uint32_t k)
 
 static void free_pass_state(pl_ctx *c);
 
+/* Rank r's program: its staging layout, messages, waits and resolved ops; its ops while planning go back. */
+static void build_rank(pl_ctx *c, uint32_t r)
+{
+    rs_plan *out = c->out;
+    const rs_layout *L = c->L;
+    msg_vec snd = {0}, rcv = {0};
+    rs_assert(!c->rank_built[r]);
+    c->rank_built[r] = 1;
+    {
+        uint32_t sb = c->local_step[r];
+        if (sb != RS_NONE) close_step_merges(c, &c->steps.v[sb]);
+        for (int lane = 0; lane < 2; lane++) {
+            const pl_u32vec *v = &c->rank_steps[r * 2 + lane];
+            for (size_t k = 0; k < v->n; k++)
+                if (v->v[k] != RS_NONE) close_step_merges(c, &c->steps.v[v->v[k]]);
+        }
+    }
+    rs_rank_prog *g = &out->ranks[r];
+    g->rank = r;
+    g->loaded = 1;
+    /* bindings */
+    uint32_t nb = c->bind_begin[r + 1] - c->bind_begin[r];
+    g->nbindings = nb;
+    g->bindings = rs_xcalloc(nb + 1, sizeof *g->bindings);
+    for (uint32_t i = 0; i < nb; i++) {
+        uint32_t j = c->bind_begin[r] + i;
+        rs_binding *x = &g->bindings[i];
+        x->buffer = c->bind_buf[j];
+        x->ndim = c->bind_nd[j];
+        memcpy(x->shape, c->bind_shape[j], sizeof x->shape);
+        uint64_t bytes = (uint64_t)rs_dtype_size(L->buffers[x->buffer].dtype);
+        for (uint32_t d = 0; d < x->ndim; d++) bytes *= (uint64_t)x->shape[d];
+        x->bytes = bytes;
+    }
+    /* staging: each round's NET then NVL areas, in half k % 2 */
+    uint32_t nk = 0;
+    for (int lane = 0; lane < 2; lane++) {
+        uint32_t n = (uint32_t)c->rank_steps[r * 2 + lane].n;
+        if (n > nk) nk = n;
+    }
+    uint64_t hmax[2] = {0, 0};
+    uint64_t *used = rs_xcalloc(nk + 1, sizeof *used);
+    for (uint32_t k = 0; k < nk; k++) {
+        uint64_t at = 0;
+        for (int lane = 0; lane < 2; lane++) {
+            uint32_t sb = step_of(c, r, lane, k);
+            if (sb != RS_NONE) at = layout_step(c, &c->steps.v[sb], at);
+        }
+        used[k] = at;
+        if (at > hmax[k & 1]) hmax[k & 1] = at;
+    }
+    uint64_t half_base[2] = {0, align_up(hmax[0])};
+    g->staging_bytes = half_base[1] + hmax[1];
+    if (g->staging_bytes > c->o->staging_bytes) rs_die("rank %u: staging %llu over the budget", r,
+                                                       (unsigned long long)g->staging_bytes);
+    /* shift odd rounds into the second half */
+    for (uint32_t k = 1; k < nk; k += 2)
+        for (int lane = 0; lane < 2; lane++) {
+            uint32_t sb = step_of(c, r, lane, k);
+            if (sb == RS_NONE) continue;
+            pl_stepb *b = &c->steps.v[sb];
+            for (size_t i = 0; i < b->out.n; i++) {
+                pl_seg *x = &c->segs.v[b->out.v[i]];
+                if (x->sbase != UINT64_MAX) x->sbase += half_base[1];
+            }
+            for (size_t i = 0; i < b->in.n; i++) {
+                uint64_t it = b->in.v[i];
+                if (it & 1) {
+                    pl_inst *in = &c->insts.v[it >> 1];
+                    if (!in->zc) in->base += half_base[1];
+                } else if (c->segs.v[it >> 1].rbase != UINT64_MAX) {
+                    c->segs.v[it >> 1].rbase += half_base[1];
+                }
+            }
+        }
+    free(used);
+
+    /* programs */
+    prog_out o;
+    memset(&o, 0, sizeof o);
+    {
+        /* Reserve the program at once: every live op resolves to at least one op (splits make
+         * more: room for one per op, a third of them split on DeepSeek-V3), plus one SEND or RECV
+         * per segment item and forward. Grown by doubling, the arrays were copied about once more
+         * and touched twice the memory (DeepSeek-V3: 0.7 GB of descriptors). Pages of the reserve
+         * that are never written cost nothing, and the exact-size realloc below gives them back. */
+        size_t npop = 0, nmsg = 0;
+        for (int32_t k = -1; k < (int32_t)nk; k++)
+            for (int lane = 0; lane < 2; lane++) {
+                uint32_t sb = k < 0 ? (lane == RS_LANE_NVL ? c->local_step[r] : RS_NONE)
+                                    : step_of(c, r, lane, (uint32_t)k);
+                if (sb == RS_NONE) continue;
+                const pl_stepb *b = &c->steps.v[sb];
+                npop += b->nops;
+                nmsg += b->out.n + b->in.n;
+                if (lane == RS_LANE_NET)
+                    for (size_t i = 0; i < b->in.n; i++)
+                        if (!(b->in.v[i] & 1)) nmsg += c->segs.v[b->in.v[i] >> 1].ninst;
+            }
+        rs_vec_reserve(&o.ops, 2 * npop + nmsg);
+        rs_vec_reserve(&o.descs, 4 * npop);
+    }
+    int32_t last_net_waited = -1, last_nvl_waited = -1;
+    int32_t net_step_of_round_le = -1; /* program index of the latest NET step so far */
+    struct { int32_t *v; size_t n, cap; } nvl_prog = {0}, net_prog = {0}, pack_prog = {0}; /* round -> program step index */
+    /* The UNPACKs of what NET step k received run in NVL step k (which waits for NET step k), so the
+     * network lane goes on to round k + 1 at once; NET step k + 2, the next user of the staging half,
+     * waits for NVL step k anyway (and so do relays, which read those bytes two rounds later). */
+    pl_stepb empty;
+    pl_pop *p; /* the op a walk over a step is at */
+    memset(&empty, 0, sizeof empty);
+    for (int32_t k = -1; k < (int32_t)nk; k++) {
+        for (int lane = 0; lane < 2; lane++) {
+            uint32_t sb = k < 0 ? (lane == RS_LANE_NVL ? c->local_step[r] : RS_NONE) : step_of(c, r, lane, (uint32_t)k);
+            pl_stepb *fwd = NULL; /* NVL step: its round's NET step */
+            if (lane == RS_LANE_NVL && k >= 0) {
+                uint32_t nsb = step_of(c, r, RS_LANE_NET, (uint32_t)k);
+                if (nsb != RS_NONE) fwd = &c->steps.v[nsb];
+            }
+            int moved = 0; /* NVL step k runs NET step k's UNPACKs */
+            if (fwd)
+                for (pop_it it = pop_begin(fwd); !moved && (p = pop_next(&it));)
+                    if (!p->dead && p->code == RS_OP_UNPACK) moved = 1;
+            if (sb == RS_NONE && !moved) {
+                if (fwd) pops_drop(fwd);
+                continue;
+            }
+            pl_stepb *b = sb != RS_NONE ? &c->steps.v[sb] : &empty;
+            step_msgs(c, b, fwd, &snd, &rcv);
+            int forwards = 0;
+            if (fwd)
+                for (size_t i = 0; i < fwd->in.n && !forwards; i++)
+                    if (!(fwd->in.v[i] & 1) && c->segs.v[fwd->in.v[i] >> 1].ninst &&
+                        c->segs.v[fwd->in.v[i] >> 1].bytes)
+                        forwards = 1;
+            rs_step st;
+            memset(&st, 0, sizeof st);
+            st.lane = (uint8_t)lane;
+            st.wait_begin = (uint32_t)o.waits.n;
+            st.op_begin = (uint32_t)o.ops.n;
+            int32_t me = (int32_t)o.steps.n;
+            int32_t saved_net = last_net_waited, saved_nvl = last_nvl_waited;
+            if (k >= 0) {
+                if (lane == RS_LANE_NVL) {
+                    /* fan-out waits for its round's receive; otherwise for the NET step that last used
+                     * this half (round <= k - 2) */
+                    int32_t w = -1;
+                    if (forwards || moved) {
+                        rs_assert((size_t)k < net_prog.n && net_prog.v[k] >= 0);
+                        w = net_prog.v[k];
+                    }
+                    else
+                        for (int32_t j = k - 2; j >= 0 && w < 0; j--)
+                            if ((size_t)j < net_prog.n && net_prog.v[j] >= 0) w = net_prog.v[j];
+                    if (w > last_net_waited) {
+                        rs_vec_push(&o.waits, (uint32_t)w);
+                        last_net_waited = w;
+                    }
+                } else {
+                    int32_t w = -1;
+                    for (int32_t j = k - 2; j >= 0 && w < 0; j--)
+                        if ((size_t)j < nvl_prog.n && nvl_prog.v[j] >= 0) w = nvl_prog.v[j];
+                    if ((size_t)k < pack_prog.n && pack_prog.v[k] > w) w = pack_prog.v[k]; /* its packs */
+                    if (w > last_nvl_waited) {
+                        rs_vec_push(&o.waits, (uint32_t)w);
+                        last_nvl_waited = w;
+                    }
+                }
+            }
+            /* phase 1, 2, 3 (a NET step's PACKs may have run ahead, in a pack step of the NVL lane) */
+            int packed = lane == RS_LANE_NET && k >= 0 && (size_t)k < pack_prog.n && pack_prog.v[k] >= 0;
+            if (!packed)
+                for (pop_it it = pop_begin(b); (p = pop_next(&it));)
+                    if (!p->dead && p->code != RS_OP_UNPACK) resolve(c, b, p, &o);
+            put_msgs(&o, &snd, RS_OP_SEND);
+            put_msgs(&o, &rcv, RS_OP_RECV);
+            int keep = lane == RS_LANE_NET && k >= 0; /* its UNPACKs go to NVL step k */
+            if (!keep)
+                for (pop_it it = pop_begin(b); (p = pop_next(&it));)
+                    if (!p->dead && p->code == RS_OP_UNPACK) resolve(c, b, p, &o);
+            if (moved)
+                for (pop_it it = pop_begin(fwd); (p = pop_next(&it));)
+                    if (!p->dead && p->code == RS_OP_UNPACK) resolve(c, fwd, p, &o);
+            if (fwd) pops_drop(fwd);
+            st.nwaits = (uint32_t)o.waits.n - st.wait_begin;
+            st.nops = (uint32_t)o.ops.n - st.op_begin;
+            if (st.nops == 0) {
+                /* nothing to do: drop its waits again */
+                o.waits.n = st.wait_begin;
+                last_net_waited = saved_net;
+                last_nvl_waited = saved_nvl;
+                if (!keep) pops_drop(b);
+                continue;
+            }
+            rs_vec_push(&o.steps, st);
+            if (k >= 0) {
+                __typeof__(net_prog) *pv = lane == RS_LANE_NET ? &net_prog : &nvl_prog;
+                while (pv->n <= (size_t)k) rs_vec_push(pv, -1);
+                pv->v[k] = me;
+                if (lane == RS_LANE_NET) net_step_of_round_le = me;
+            }
+            if (!keep) pops_drop(b);
+        }
+        /* the pack step of round k + 2 on the NVL lane: after NVL step k and NET step k (the last users of
+         * the staging half, and the writers of what a relay in round k + 2 reads), while round k + 1
+         * crosses the network; NET step k + 2 waits for it. */
+        uint32_t psb = k >= 0 ? step_of(c, r, RS_LANE_NET, (uint32_t)k + 2) : RS_NONE;
+        pl_stepb *pb = psb != RS_NONE ? &c->steps.v[psb] : NULL;
+        int any = 0;
+        if (pb)
+            for (pop_it it = pop_begin(pb); !any && (p = pop_next(&it));)
+                if (!p->dead && p->code == RS_OP_PACK) any = 1;
+        if (any) {
+            rs_step st;
+            memset(&st, 0, sizeof st);
+            st.lane = RS_LANE_NVL;
+            st.wait_begin = (uint32_t)o.waits.n;
+            st.op_begin = (uint32_t)o.ops.n;
+            int32_t w = -1;
+            for (int32_t j = k; j >= 0 && w < 0; j--)
+                if ((size_t)j < net_prog.n && net_prog.v[j] >= 0) w = net_prog.v[j];
+            if (w > last_net_waited) {
+                rs_vec_push(&o.waits, (uint32_t)w);
+                last_net_waited = w;
+            }
+            for (pop_it it = pop_begin(pb); (p = pop_next(&it));)
+                if (!p->dead && p->code == RS_OP_PACK) resolve(c, pb, p, &o);
+            st.nwaits = (uint32_t)o.waits.n - st.wait_begin;
+            st.nops = (uint32_t)o.ops.n - st.op_begin;
+            while (pack_prog.n <= (size_t)k + 2) rs_vec_push(&pack_prog, -1);
+            pack_prog.v[k + 2] = (int32_t)o.steps.n;
+            rs_vec_push(&o.steps, st);
+        }
+    }
+    (void)net_step_of_round_le;
+    rs_vec_free(&nvl_prog);
+    rs_vec_free(&net_prog);
+    rs_vec_free(&pack_prog);
+    /* exact sizes: the vectors grew by doubling */
+    g->steps = rs_xrealloc(o.steps.v, (o.steps.n + 1) * sizeof *o.steps.v);
+    g->nsteps = (uint32_t)o.steps.n;
+    g->ops = rs_xrealloc(o.ops.v, (o.ops.n + 1) * sizeof *o.ops.v);
+    g->nops = (uint32_t)o.ops.n;
+    g->descs = rs_xrealloc(o.descs.v, (o.descs.n + 1) * sizeof *o.descs.v);
+    g->ndescs = (uint32_t)o.descs.n;
+    g->waits = rs_xrealloc(o.waits.v, (o.waits.n + 1) * sizeof *o.waits.v);
+    g->nwaits = (uint32_t)o.waits.n;
+    free(o.dtab);
+    popool_release(&c->popool[r]);
+#ifdef __GLIBC__
+    /* The ops of the steps just resolved were freed into the heap in pieces too small for the large
+     * arrays of the next ranks' programs: hand their pages back, or the peak holds both (DeepSeek-V3:
+     * 1.6 GiB instead of 1.05). */
+    c->trim_bytes += g->nops * sizeof *g->ops + g->ndescs * sizeof *g->descs;
+    if (c->trim_bytes > (64u << 20)) {
+        malloc_trim(0);
+        c->trim_bytes = 0;
+    }
+#endif
+    rs_vec_free(&snd);
+    rs_vec_free(&rcv);
+}
+
+static int done_cmp(const void *a, const void *b, void *ctx)
+{
+    const uint32_t *last = ctx, x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    uint32_t kx = last[x] ? last[x] : UINT32_MAX, ky = last[y] ? last[y] : UINT32_MAX;
+    if (kx != ky) return kx < ky ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+void pl_involve(pl_ctx *c, uint32_t rank)
+{
+    if (c->rank_last[rank] < c->ti + 1) c->rank_last[rank] = c->ti + 1;
+}
+
+/* Before pass 3: the order in which ranks are done (ranks in no part last, built by pl_finalize). */
+static void done_order_init(pl_ctx *c)
+{
+    c->done_order = rs_xmalloc((c->world + 1) * sizeof *c->done_order);
+    for (uint32_t r = 0; r < c->world; r++) c->done_order[r] = r;
+    qsort_r(c->done_order, c->world, sizeof *c->done_order, done_cmp, c->rank_last);
+    c->done_at = 0;
+    c->rank_built = rs_xcalloc(c->world + 1, 1);
+    c->out->ranks = rs_xcalloc(c->world, sizeof *c->out->ranks);
+}
+
+void pl_tensor_planned(pl_ctx *c)
+{
+    while (c->done_at < c->world) {
+        uint32_t r = c->done_order[c->done_at];
+        if (!c->rank_last[r] || c->rank_last[r] > c->ti + 1) break;
+        build_rank(c, r);
+        c->done_at++;
+    }
+}
+
 int pl_finalize(pl_ctx *c, rs_plan *out)
 {
-    rs_assert(c->pseq == c->pflow.n);
+    rs_assert(c->pseq == c->pflow.n && out == c->out);
     close_merges(c);
     free_pass_state(c);
     c->st->rounds = c->nrounds;
-    for (size_t i = 0; i < c->segs.n; i++) c->segs.v[i].sbase = c->segs.v[i].rbase = UINT64_MAX;
-    out->ranks = rs_xcalloc(c->world, sizeof *out->ranks);
-    msg_vec snd = {0}, rcv = {0};
-    const rs_layout *L = c->L;
-    uint64_t trim_bytes = 0;
-    for (uint32_t r = 0; r < c->world; r++) {
-        rs_rank_prog *g = &out->ranks[r];
-        g->rank = r;
-        g->loaded = 1;
-        /* bindings */
-        uint32_t nb = c->bind_begin[r + 1] - c->bind_begin[r];
-        g->nbindings = nb;
-        g->bindings = rs_xcalloc(nb + 1, sizeof *g->bindings);
-        for (uint32_t i = 0; i < nb; i++) {
-            uint32_t j = c->bind_begin[r] + i;
-            rs_binding *x = &g->bindings[i];
-            x->buffer = c->bind_buf[j];
-            x->ndim = c->bind_nd[j];
-            memcpy(x->shape, c->bind_shape[j], sizeof x->shape);
-            uint64_t bytes = (uint64_t)rs_dtype_size(L->buffers[x->buffer].dtype);
-            for (uint32_t d = 0; d < x->ndim; d++) bytes *= (uint64_t)x->shape[d];
-            x->bytes = bytes;
-        }
-        /* staging: each round's NET then NVL areas, in half k % 2 */
-        uint32_t nk = 0;
-        for (int lane = 0; lane < 2; lane++) {
-            uint32_t n = (uint32_t)c->rank_steps[r * 2 + lane].n;
-            if (n > nk) nk = n;
-        }
-        uint64_t hmax[2] = {0, 0};
-        uint64_t *used = rs_xcalloc(nk + 1, sizeof *used);
-        for (uint32_t k = 0; k < nk; k++) {
-            uint64_t at = 0;
-            for (int lane = 0; lane < 2; lane++) {
-                uint32_t sb = step_of(c, r, lane, k);
-                if (sb != RS_NONE) at = layout_step(c, &c->steps.v[sb], at);
-            }
-            used[k] = at;
-            if (at > hmax[k & 1]) hmax[k & 1] = at;
-        }
-        uint64_t half_base[2] = {0, align_up(hmax[0])};
-        g->staging_bytes = half_base[1] + hmax[1];
-        if (g->staging_bytes > c->o->staging_bytes) rs_die("rank %u: staging %llu over the budget", r,
-                                                           (unsigned long long)g->staging_bytes);
-        /* shift odd rounds into the second half */
-        for (uint32_t k = 1; k < nk; k += 2)
-            for (int lane = 0; lane < 2; lane++) {
-                uint32_t sb = step_of(c, r, lane, k);
-                if (sb == RS_NONE) continue;
-                pl_stepb *b = &c->steps.v[sb];
-                for (size_t i = 0; i < b->out.n; i++) {
-                    pl_seg *x = &c->segs.v[b->out.v[i]];
-                    if (x->sbase != UINT64_MAX) x->sbase += half_base[1];
-                }
-                for (size_t i = 0; i < b->in.n; i++) {
-                    uint64_t it = b->in.v[i];
-                    if (it & 1) {
-                        pl_inst *in = &c->insts.v[it >> 1];
-                        if (!in->zc) in->base += half_base[1];
-                    } else if (c->segs.v[it >> 1].rbase != UINT64_MAX) {
-                        c->segs.v[it >> 1].rbase += half_base[1];
-                    }
-                }
-            }
-        free(used);
-
-        /* programs */
-        prog_out o;
-        memset(&o, 0, sizeof o);
-        {
-            /* Reserve the program at once: every live op resolves to at least one op (splits make
-             * more: room for one per op, a third of them split on DeepSeek-V3), plus one SEND or RECV
-             * per segment item and forward. Grown by doubling, the arrays were copied about once more
-             * and touched twice the memory (DeepSeek-V3: 0.7 GB of descriptors). Pages of the reserve
-             * that are never written cost nothing, and the exact-size realloc below gives them back. */
-            size_t npop = 0, nmsg = 0;
-            for (int32_t k = -1; k < (int32_t)nk; k++)
-                for (int lane = 0; lane < 2; lane++) {
-                    uint32_t sb = k < 0 ? (lane == RS_LANE_NVL ? c->local_step[r] : RS_NONE)
-                                        : step_of(c, r, lane, (uint32_t)k);
-                    if (sb == RS_NONE) continue;
-                    const pl_stepb *b = &c->steps.v[sb];
-                    npop += b->nops;
-                    nmsg += b->out.n + b->in.n;
-                    if (lane == RS_LANE_NET)
-                        for (size_t i = 0; i < b->in.n; i++)
-                            if (!(b->in.v[i] & 1)) nmsg += c->segs.v[b->in.v[i] >> 1].ninst;
-                }
-            rs_vec_reserve(&o.ops, 2 * npop + nmsg);
-            rs_vec_reserve(&o.descs, 4 * npop);
-        }
-        int32_t last_net_waited = -1, last_nvl_waited = -1;
-        int32_t net_step_of_round_le = -1; /* program index of the latest NET step so far */
-        struct { int32_t *v; size_t n, cap; } nvl_prog = {0}, net_prog = {0}, pack_prog = {0}; /* round -> program step index */
-        /* The UNPACKs of what NET step k received run in NVL step k (which waits for NET step k), so the
-         * network lane goes on to round k + 1 at once; NET step k + 2, the next user of the staging half,
-         * waits for NVL step k anyway (and so do relays, which read those bytes two rounds later). */
-        pl_stepb empty;
-        pl_pop *p; /* the op a walk over a step is at */
-        memset(&empty, 0, sizeof empty);
-        for (int32_t k = -1; k < (int32_t)nk; k++) {
-            for (int lane = 0; lane < 2; lane++) {
-                uint32_t sb = k < 0 ? (lane == RS_LANE_NVL ? c->local_step[r] : RS_NONE) : step_of(c, r, lane, (uint32_t)k);
-                pl_stepb *fwd = NULL; /* NVL step: its round's NET step */
-                if (lane == RS_LANE_NVL && k >= 0) {
-                    uint32_t nsb = step_of(c, r, RS_LANE_NET, (uint32_t)k);
-                    if (nsb != RS_NONE) fwd = &c->steps.v[nsb];
-                }
-                int moved = 0; /* NVL step k runs NET step k's UNPACKs */
-                if (fwd)
-                    for (pop_it it = pop_begin(fwd); !moved && (p = pop_next(&it));)
-                        if (!p->dead && p->code == RS_OP_UNPACK) moved = 1;
-                if (sb == RS_NONE && !moved) {
-                    if (fwd) pops_drop(fwd);
-                    continue;
-                }
-                pl_stepb *b = sb != RS_NONE ? &c->steps.v[sb] : &empty;
-                step_msgs(c, b, fwd, &snd, &rcv);
-                int forwards = 0;
-                if (fwd)
-                    for (size_t i = 0; i < fwd->in.n && !forwards; i++)
-                        if (!(fwd->in.v[i] & 1) && c->segs.v[fwd->in.v[i] >> 1].ninst &&
-                            c->segs.v[fwd->in.v[i] >> 1].bytes)
-                            forwards = 1;
-                rs_step st;
-                memset(&st, 0, sizeof st);
-                st.lane = (uint8_t)lane;
-                st.wait_begin = (uint32_t)o.waits.n;
-                st.op_begin = (uint32_t)o.ops.n;
-                int32_t me = (int32_t)o.steps.n;
-                int32_t saved_net = last_net_waited, saved_nvl = last_nvl_waited;
-                if (k >= 0) {
-                    if (lane == RS_LANE_NVL) {
-                        /* fan-out waits for its round's receive; otherwise for the NET step that last used
-                         * this half (round <= k - 2) */
-                        int32_t w = -1;
-                        if (forwards || moved) {
-                            rs_assert((size_t)k < net_prog.n && net_prog.v[k] >= 0);
-                            w = net_prog.v[k];
-                        }
-                        else
-                            for (int32_t j = k - 2; j >= 0 && w < 0; j--)
-                                if ((size_t)j < net_prog.n && net_prog.v[j] >= 0) w = net_prog.v[j];
-                        if (w > last_net_waited) {
-                            rs_vec_push(&o.waits, (uint32_t)w);
-                            last_net_waited = w;
-                        }
-                    } else {
-                        int32_t w = -1;
-                        for (int32_t j = k - 2; j >= 0 && w < 0; j--)
-                            if ((size_t)j < nvl_prog.n && nvl_prog.v[j] >= 0) w = nvl_prog.v[j];
-                        if ((size_t)k < pack_prog.n && pack_prog.v[k] > w) w = pack_prog.v[k]; /* its packs */
-                        if (w > last_nvl_waited) {
-                            rs_vec_push(&o.waits, (uint32_t)w);
-                            last_nvl_waited = w;
-                        }
-                    }
-                }
-                /* phase 1, 2, 3 (a NET step's PACKs may have run ahead, in a pack step of the NVL lane) */
-                int packed = lane == RS_LANE_NET && k >= 0 && (size_t)k < pack_prog.n && pack_prog.v[k] >= 0;
-                if (!packed)
-                    for (pop_it it = pop_begin(b); (p = pop_next(&it));)
-                        if (!p->dead && p->code != RS_OP_UNPACK) resolve(c, b, p, &o);
-                put_msgs(&o, &snd, RS_OP_SEND);
-                put_msgs(&o, &rcv, RS_OP_RECV);
-                int keep = lane == RS_LANE_NET && k >= 0; /* its UNPACKs go to NVL step k */
-                if (!keep)
-                    for (pop_it it = pop_begin(b); (p = pop_next(&it));)
-                        if (!p->dead && p->code == RS_OP_UNPACK) resolve(c, b, p, &o);
-                if (moved)
-                    for (pop_it it = pop_begin(fwd); (p = pop_next(&it));)
-                        if (!p->dead && p->code == RS_OP_UNPACK) resolve(c, fwd, p, &o);
-                if (fwd) pops_drop(fwd);
-                st.nwaits = (uint32_t)o.waits.n - st.wait_begin;
-                st.nops = (uint32_t)o.ops.n - st.op_begin;
-                if (st.nops == 0) {
-                    /* nothing to do: drop its waits again */
-                    o.waits.n = st.wait_begin;
-                    last_net_waited = saved_net;
-                    last_nvl_waited = saved_nvl;
-                    if (!keep) pops_drop(b);
-                    continue;
-                }
-                rs_vec_push(&o.steps, st);
-                if (k >= 0) {
-                    __typeof__(net_prog) *pv = lane == RS_LANE_NET ? &net_prog : &nvl_prog;
-                    while (pv->n <= (size_t)k) rs_vec_push(pv, -1);
-                    pv->v[k] = me;
-                    if (lane == RS_LANE_NET) net_step_of_round_le = me;
-                }
-                if (!keep) pops_drop(b);
-            }
-            /* the pack step of round k + 2 on the NVL lane: after NVL step k and NET step k (the last users of
-             * the staging half, and the writers of what a relay in round k + 2 reads), while round k + 1
-             * crosses the network; NET step k + 2 waits for it. */
-            uint32_t psb = k >= 0 ? step_of(c, r, RS_LANE_NET, (uint32_t)k + 2) : RS_NONE;
-            pl_stepb *pb = psb != RS_NONE ? &c->steps.v[psb] : NULL;
-            int any = 0;
-            if (pb)
-                for (pop_it it = pop_begin(pb); !any && (p = pop_next(&it));)
-                    if (!p->dead && p->code == RS_OP_PACK) any = 1;
-            if (any) {
-                rs_step st;
-                memset(&st, 0, sizeof st);
-                st.lane = RS_LANE_NVL;
-                st.wait_begin = (uint32_t)o.waits.n;
-                st.op_begin = (uint32_t)o.ops.n;
-                int32_t w = -1;
-                for (int32_t j = k; j >= 0 && w < 0; j--)
-                    if ((size_t)j < net_prog.n && net_prog.v[j] >= 0) w = net_prog.v[j];
-                if (w > last_net_waited) {
-                    rs_vec_push(&o.waits, (uint32_t)w);
-                    last_net_waited = w;
-                }
-                for (pop_it it = pop_begin(pb); (p = pop_next(&it));)
-                    if (!p->dead && p->code == RS_OP_PACK) resolve(c, pb, p, &o);
-                st.nwaits = (uint32_t)o.waits.n - st.wait_begin;
-                st.nops = (uint32_t)o.ops.n - st.op_begin;
-                while (pack_prog.n <= (size_t)k + 2) rs_vec_push(&pack_prog, -1);
-                pack_prog.v[k + 2] = (int32_t)o.steps.n;
-                rs_vec_push(&o.steps, st);
-            }
-        }
-        (void)net_step_of_round_le;
-        rs_vec_free(&nvl_prog);
-        rs_vec_free(&net_prog);
-        rs_vec_free(&pack_prog);
-        /* exact sizes: the vectors grew by doubling */
-        g->steps = rs_xrealloc(o.steps.v, (o.steps.n + 1) * sizeof *o.steps.v);
-        g->nsteps = (uint32_t)o.steps.n;
-        g->ops = rs_xrealloc(o.ops.v, (o.ops.n + 1) * sizeof *o.ops.v);
-        g->nops = (uint32_t)o.ops.n;
-        g->descs = rs_xrealloc(o.descs.v, (o.descs.n + 1) * sizeof *o.descs.v);
-        g->ndescs = (uint32_t)o.descs.n;
-        g->waits = rs_xrealloc(o.waits.v, (o.waits.n + 1) * sizeof *o.waits.v);
-        g->nwaits = (uint32_t)o.waits.n;
-        free(o.dtab);
-        popool_release(&c->popool[r]);
-#ifdef __GLIBC__
-        /* The ops of the steps just resolved were freed into the heap in pieces too small for the large
-         * arrays of the next ranks' programs: hand their pages back, or the peak holds both (DeepSeek-V3:
-         * 1.6 GiB instead of 1.05). */
-        trim_bytes += g->nops * sizeof *g->ops + g->ndescs * sizeof *g->descs;
-        if (trim_bytes > (64u << 20)) {
-            malloc_trim(0);
-            trim_bytes = 0;
-        }
-#endif
-    }
-    rs_vec_free(&snd);
-    rs_vec_free(&rcv);
+    for (uint32_t r = 0; r < c->world; r++)
+        if (!c->rank_built[r]) build_rank(c, r);
     return 0;
 }
 
@@ -2007,6 +2064,11 @@ void pl_schedule_free(pl_ctx *c)
         free(c->rank_steps);
     }
     free(c->local_step);
+    free(c->rank_last);
+    free(c->done_order);
+    free(c->rank_built);
+    c->rank_last = c->done_order = NULL;
+    c->rank_built = NULL;
     if (c->usage) {
         for (uint32_t r = 0; r < c->world; r++) rs_vec_free(&c->usage[r]);
         free(c->usage);

@@ -28,7 +28,8 @@ uint32_t pl_net_sender(pl_ctx *c, const pl_cell *cell, uint64_t bytes, uint32_t 
     }
     uint32_t seq = c->lpt_seq++;
     if (c->pass == 1) {
-        pl_lpt rec = {.bytes = bytes, .cand = cell->cand, .seq = seq, .unit = RS_NONE, .r = r, .fset = fset};
+        pl_lpt rec = {.bytes = bytes, .cand = cell->cand, .seq = seq, .unit = RS_NONE, .r = r, .fset = fset,
+                      .tensor = c->ti};
         rs_vec_push(&c->lpt, rec);
         *slot = RS_NONE;
         return RS_NONE;
@@ -82,6 +83,7 @@ void pl_lpt_solve(pl_ctx *c)
             if (c->nic_out[cand[2 * q]] < c->nic_out[best]) best = cand[2 * q];
         c->nic_out[best] += order[i].bytes;
         c->lpt_choice[order[i].seq] = best;
+        if (c->rank_last[best] < order[i].tensor + 1) c->rank_last[best] = order[i].tensor + 1;
     }
     free(order);
 }

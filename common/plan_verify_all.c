@@ -1016,6 +1016,20 @@ static void fmt_td(vctx *c, char *buf, size_t n, const vseg *s)
     if (k < n) snprintf(buf + k, n - k, "]");
 }
 
+/* The dcache slot of a source desc. It comes from (rank, descriptor index), not the address, so the work
+ * done (and the budget it takes) is the same in every run. */
+static inline struct dcache_ent *dcache_slot(const vctx *c, const prov *p)
+{
+    const rs_rank_prog *sgp = &c->P->ranks[p->src];
+    uintptr_t at = (uintptr_t)p->d, lo = (uintptr_t)sgp->descs;
+    uint64_t key = at >= lo && at < lo + (uintptr_t)sgp->ndescs * sizeof *sgp->descs
+                       ? (uint64_t)p->src << 32 | (uint64_t)((at - lo) / sizeof *sgp->descs)
+                       : (uint64_t)(at >> 4);
+    return &c->dcache[key * 0x9e3779b97f4a7c15ull >> 48];
+}
+
+static inline int dcache_has(const struct dcache_ent *ce, const prov *p) { return ce->d == p->d && ce->rank == p->src; }
+
 /* A delivery: the stream range [du, du + n) of the destination decomposition `ld` (of one op, from
  * position base) receives the bytes of provenance p. */
 static int check_delivery(vctx *c, uint32_t drank, const vseg_vec *ld, uint64_t ld_base, uint64_t du, const prov *p)
@@ -1031,16 +1045,9 @@ static int check_delivery(vctx *c, uint32_t drank, const vseg_vec *ld, uint64_t 
         cd.stride[0] = 1;
         if (decompose(c, p->src, p->loc, &cd, 0, p->len, &c->ls)) return -1;
     } else {
-        /* a whole source desc maps to one tensor desc most of the time: decompose it once. The slot comes
-         * from (rank, descriptor index), not the address, so the work done (and the budget it takes) is
-         * the same in every run */
-        const rs_rank_prog *sgp = &c->P->ranks[p->src];
-        uintptr_t at = (uintptr_t)p->d, lo = (uintptr_t)sgp->descs;
-        uint64_t key = at >= lo && at < lo + (uintptr_t)sgp->ndescs * sizeof *sgp->descs
-                           ? (uint64_t)p->src << 32 | (uint64_t)((at - lo) / sizeof *sgp->descs)
-                           : (uint64_t)(at >> 4);
-        struct dcache_ent *ce = &c->dcache[key * 0x9e3779b97f4a7c15ull >> 48];
-        if (ce->d != p->d || ce->rank != p->src) {
+        /* a whole source desc maps to one tensor desc most of the time: decompose it once */
+        struct dcache_ent *ce = dcache_slot(c, p);
+        if (!dcache_has(ce, p)) {
             ce->d = p->d;
             ce->rank = p->src;
             ce->vp_nd = 0;
@@ -2443,19 +2450,39 @@ static int check_relays(vctx *c)
 
 static void cov_collect(vctx *c, uint32_t r, const vseg_vec *ld, uint64_t budget);
 
+#define UL_AHEAD1 8
+#define UL_AHEAD2 4
+static inline void ul_prefetch_desc(const vctx *c, const prov *p)
+{
+    if (!p->d || dcache_has(dcache_slot(c, p), p)) return;
+    const char *d = (const char *)p->d;
+    __builtin_prefetch(d);
+    __builtin_prefetch(d + 64);
+    __builtin_prefetch(d + sizeof(rs_desc) - 1);
+}
+
 static int unpack_like(vctx *c, uint32_t r, const rs_desc *dst, const prov_vec *src_pieces)
 {
     /* destination decomposition once, then each source piece against its slice (into the context's
      * vector: a fresh one grew by reallocation on each of the ~0.7 M calls) */
     vseg_vec *ld = &c->ld;
+    const prov *sp = src_pieces->v;
+    size_t np = src_pieces->n;
+    /* the sources' dcache slots and (when not cached) descs are cold: prefetched ahead of their checks,
+     * in two stages (the slot says whether the desc will be read), the first while dst is decomposed */
+    for (size_t i = 0; i < np && i < UL_AHEAD1; i++)
+        if (sp[i].d) __builtin_prefetch(dcache_slot(c, &sp[i]));
     uint64_t b0 = c->budget, nb = dbytes(dst);
     if (decompose(c, r, dst->loc, dst, 0, nb, ld)) return -1;
     if (c->cov && nb) cov_collect(c, r, ld, c->budget - b0);
+    for (size_t i = 0; i < np && i < UL_AHEAD2; i++) ul_prefetch_desc(c, &sp[i]);
     uint64_t at = 0;
     int rc = 0;
-    for (size_t i = 0; i < src_pieces->n && !rc; i++) {
-        rc = check_delivery(c, r, ld, 0, at, &src_pieces->v[i]);
-        at += src_pieces->v[i].len;
+    for (size_t i = 0; i < np && !rc; i++) {
+        if (i + UL_AHEAD1 < np && sp[i + UL_AHEAD1].d) __builtin_prefetch(dcache_slot(c, &sp[i + UL_AHEAD1]));
+        if (i + UL_AHEAD2 < np) ul_prefetch_desc(c, &sp[i + UL_AHEAD2]);
+        rc = check_delivery(c, r, ld, 0, at, &sp[i]);
+        at += sp[i].len;
     }
     return rc;
 }

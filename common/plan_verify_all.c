@@ -728,9 +728,6 @@ static int affine(const vctx *c, const vpiece *v, const rs_desc *e, uint64_t rel
     for (uint32_t q = 0; q < nf; q++) toff += (uint64_t)x[q] * ftau[q];
     /* bytes: scale, then the element's bytes innermost */
     if (nt + 1 > RS_DESC_MAX_DIMS + VNF) return 0;
-    rs_desc t;
-    memset(&t, 0, sizeof t);
-    t.offset = toff * v->es;
     uint64_t c2[VNF + RS_DESC_MAX_DIMS + 2], s2[VNF + RS_DESC_MAX_DIMS + 2];
     uint32_t n2 = 0;
     for (uint32_t q = 0; q < nt; q++) {
@@ -754,12 +751,14 @@ static int affine(const vctx *c, const vpiece *v, const rs_desc *e, uint64_t rel
             w--;
         }
     if (w > RS_DESC_MAX_DIMS) return 0;
-    t.ndim = w;
-    for (uint32_t i = 0; i < w; i++) {
-        t.count[i] = c2[i];
-        t.stride[i] = s2[i];
+    /* (written in place, unused dims zero: a memset and a copy of a whole desc took a sixth of this) */
+    td->loc = 0;
+    td->ndim = w;
+    td->offset = toff * v->es;
+    for (uint32_t i = 0; i < RS_DESC_MAX_DIMS; i++) {
+        td->count[i] = i < w ? c2[i] : 0;
+        td->stride[i] = i < w ? s2[i] : 0;
     }
-    *td = t;
     return 1;
 }
 
@@ -1190,10 +1189,11 @@ static void page_put(page *p, uint32_t at, uint32_t nremove, const pent *ins, ui
 }
 
 /* Sort w[0..n) by start (stably): a natural merge sort, since a step's PACK writes are a few ascending
- * runs (one per PACK), with c->tnew as the second buffer. */
-static void pent_sort(vctx *c, pent *w, size_t n)
+ * runs (one per PACK), with c->tnew as the second buffer. Returns where the sorted entries are (w or
+ * c->tnew: copying them back cost as much as a merge pass). */
+static pent *pent_sort(vctx *c, pent *w, size_t n)
 {
-    if (n < 2) return;
+    if (n < 2) return w;
     c->tnew.n = 0;
     rs_vec_reserve(&c->tnew, n);
     pent *src = w, *dst = c->tnew.v;
@@ -1202,10 +1202,7 @@ static void pent_sort(vctx *c, pent *w, size_t n)
         while (i < n) {
             size_t m = i + 1;
             while (m < n && src[m].start >= src[m - 1].start) m++;
-            if (i == 0 && m == n) {
-                if (src != w) memcpy(w, src, n * sizeof *w);
-                return;
-            }
+            if (i == 0 && m == n) return src;
             size_t e = m;
             if (m < n)
                 for (e = m + 1; e < n && src[e].start >= src[e - 1].start;) e++;
@@ -1223,7 +1220,9 @@ static void pent_sort(vctx *c, pent *w, size_t n)
 
 /* Several writes at once: w[0..n) sorted by start, non-overlapping, non-empty (a step's PACKs, or the
  * pieces of one message). Each page they touch is rebuilt once: its old entries between the first and
- * the last new byte are clipped around the new ones (what sticks out on either side is kept). */
+ * the last new byte are clipped around the new ones (what sticks out on either side is kept). The new
+ * entries of a page are w[k0..k1), the first from byte d0 of it, the last cut at the page end when it
+ * runs over (read in place: copying them out first cost as much as the merge). */
 static int tassign_batch(vctx *c, uint32_t rank, const pent *w, size_t n)
 {
     if (!n) return 0;
@@ -1237,49 +1236,64 @@ static int tassign_batch(vctx *c, uint32_t rank, const pent *w, size_t n)
     while (k < n) {
         uint64_t pg = (w[k].start + kdone) >> sh, pb = (pg + 1) << sh;
         page *p = page_of(c, rank, pg);
-        c->tnew.n = 0;
-        while (k < n && w[k].start + kdone < pb) {
-            uint64_t x = w[k].start + kdone, e = w[k].start + w[k].len, y = e < pb ? e : pb;
-            pent q = w[k];
-            q.start = x;
-            q.pos = w[k].pos + kdone;
-            q.len = y - x;
-            rs_vec_push(&c->tnew, q);
-            if (y < e) {
-                kdone = y - w[k].start;
-                break;
-            }
-            k++;
+        size_t k0 = k, k1 = k + 1;
+        uint64_t d0 = kdone;
+        while (k1 < n && w[k1].start < pb) k1++;
+        size_t nn = k1 - k0;
+        uint64_t lastend = w[k1 - 1].start + w[k1 - 1].len;
+        int cut = lastend > pb;
+        if (cut) {
+            k = k1 - 1;
+            kdone = pb - w[k].start;
+        } else {
+            k = k1;
             kdone = 0;
         }
-        const pent *N = c->tnew.v;
-        size_t nn = c->tnew.n;
-        uint64_t lo = N[0].start, hi = N[nn - 1].start + N[nn - 1].len;
+        uint64_t lo = w[k0].start + d0, hi = cut ? pb : lastend;
         uint32_t i = page_find(p, lo), j = i;
         while (j < p->n && p->v[j].start < hi) j++;
-        /* the old entries' parts in the gaps before, between and after the new entries */
+        /* the old entries' parts in the gaps before, between and after the new entries (at most one
+         * per old entry and gap it overlaps, and the new ones) */
         c->tout.n = 0;
+        rs_vec_reserve(&c->tout, (j - i) + 2 * nn + 2);
+        pent *out = c->tout.v;
+        size_t no = 0;
         uint32_t o = i;
+        uint64_t g0 = 0;
         for (size_t m = 0; m <= nn; m++) {
-            uint64_t g0 = m ? N[m - 1].start + N[m - 1].len : 0, g1 = m < nn ? N[m].start : UINT64_MAX;
+            pent q;
+            uint64_t g1 = UINT64_MAX;
+            if (m < nn) {
+                q = w[k0 + m];
+                if (m == 0 && d0) {
+                    q.start += d0;
+                    q.pos += d0;
+                    q.len -= d0;
+                }
+                if (m + 1 == nn && cut) q.len = pb - q.start;
+                g1 = q.start;
+            }
             while (o < j) {
                 const pent *e = &p->v[o];
                 uint64_t es = e->start, ee = e->start + e->len;
                 if (es >= g1) break;
                 uint64_t a = es > g0 ? es : g0, b = ee < g1 ? ee : g1;
                 if (a < b) {
-                    pent q = *e;
-                    q.start = a;
-                    q.pos = e->pos + (a - es);
-                    q.len = b - a;
-                    rs_vec_push(&c->tout, q);
+                    pent *y = &out[no++];
+                    *y = *e;
+                    y->start = a;
+                    y->pos = e->pos + (a - es);
+                    y->len = b - a;
                 }
                 if (ee > g1) break;
                 o++;
             }
-            if (m < nn) rs_vec_push(&c->tout, N[m]);
+            if (m < nn) {
+                out[no++] = q;
+                g0 = q.start + q.len;
+            }
         }
-        page_put(p, i, j - i, c->tout.v, (uint32_t)c->tout.n);
+        page_put(p, i, j - i, out, (uint32_t)no);
     }
     return 0;
 }
@@ -2527,8 +2541,7 @@ static int do_phase1(vctx *c, uint32_t r, uint32_t s)
     int sorted = 1;
     for (size_t i = 1; i < c->tw.n && sorted; i++)
         if (c->tw.v[i - 1].start > c->tw.v[i].start) sorted = 0;
-    if (!sorted) pent_sort(c, c->tw.v, c->tw.n);
-    return tassign_batch(c, r, c->tw.v, c->tw.n);
+    return tassign_batch(c, r, sorted ? c->tw.v : pent_sort(c, c->tw.v, c->tw.n), c->tw.n);
 }
 
 static int do_phase3(vctx *c, uint32_t r, uint32_t s)

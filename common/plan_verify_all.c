@@ -1388,53 +1388,62 @@ static int loc_is_dst(const vctx *c, uint32_t rank, uint32_t loc)
 }
 
 /* Binding regions must be whole elements (the data check reasons per element). Reads of destination
- * buffers (relays) are checked by check_relays. */
-static int check_alignment(vctx *c)
+ * buffers (relays) are checked by check_relays. One rank (bk: scratch); quiet: returns 1 at the first
+ * problem without reporting it, otherwise reports it (-1). */
+typedef rs_vec(uint8_t) u8_vec;
+static int check_alignment_rank(vctx *c, uint32_t r, u8_vec *bk, int quiet)
 {
+    const rs_rank_prog *g = &c->P->ranks[r];
     /* per binding of the rank: element bytes, and 0x80 when it is a destination binding */
-    rs_vec(uint8_t) bk = {0};
-    int rc = 0;
-    c->reads_dst = rs_xcalloc(c->world + 1, 1);
-    for (uint32_t r = 0; r < c->world && !rc; r++) {
-        const rs_rank_prog *g = &c->P->ranks[r];
-        bk.n = 0;
-        rs_vec_reserve(&bk, g->nbindings);
-        for (uint32_t i = 0; i < g->nbindings; i++) {
-            const rs_buffer *b = &c->L->buffers[g->bindings[i].buffer];
-            bk.v[i] = (uint8_t)(rs_dtype_size(b->dtype) | (b->side == RS_DST ? 0x80 : 0));
-        }
-#define ES_OF(loc) ((loc) == RS_LOC_STAGING ? 1u : (uint32_t)(bk.v[loc] & 0x7f))
-#define IS_DST(loc) ((loc) != RS_LOC_STAGING && (bk.v[loc] & 0x80))
-        for (uint32_t s = 0; s < g->nsteps && !rc; s++)
-            for (uint32_t k = 0; k < g->steps[s].nops; k++) {
-                uint32_t oi = g->steps[s].op_begin + k;
-                const rs_op *o = &g->ops[oi];
-                c->cur_rank = r, c->cur_step = s, c->cur_op = oi;
-                char w[160];
-                if (o->code == RS_OP_SEND || o->code == RS_OP_RECV) {
-                    uint32_t es = ES_OF(o->loc);
-                    if (o->off % es || o->bytes % es) {
-                        rc = vfail(c, "%s: buffer range not made of whole elements", op_where(c, w, sizeof w));
-                        break;
-                    }
-                    if (o->code == RS_OP_SEND && o->bytes && IS_DST(o->loc)) c->reads_dst[r] = 1;
-                    continue;
+    bk->n = 0;
+    rs_vec_reserve(bk, g->nbindings);
+    for (uint32_t i = 0; i < g->nbindings; i++) {
+        const rs_buffer *b = &c->L->buffers[g->bindings[i].buffer];
+        bk->v[i] = (uint8_t)(rs_dtype_size(b->dtype) | (b->side == RS_DST ? 0x80 : 0));
+    }
+#define ES_OF(loc) ((loc) == RS_LOC_STAGING ? 1u : (uint32_t)(bk->v[loc] & 0x7f))
+#define IS_DST(loc) ((loc) != RS_LOC_STAGING && (bk->v[loc] & 0x80))
+    for (uint32_t s = 0; s < g->nsteps; s++)
+        for (uint32_t k = 0; k < g->steps[s].nops; k++) {
+            uint32_t oi = g->steps[s].op_begin + k;
+            const rs_op *o = &g->ops[oi];
+            c->cur_rank = r, c->cur_step = s, c->cur_op = oi;
+            char w[160];
+            if (o->code == RS_OP_SEND || o->code == RS_OP_RECV) {
+                uint32_t es = ES_OF(o->loc);
+                if (o->off % es || o->bytes % es) {
+                    if (quiet) return 1;
+                    return vfail(c, "%s: buffer range not made of whole elements", op_where(c, w, sizeof w));
                 }
-                for (int side = 0; side < 2 && !rc; side++) {
-                    const rs_desc *d = &g->descs[side ? o->dst : o->src];
-                    if (d->loc == RS_LOC_STAGING) continue;
-                    uint32_t es = ES_OF(d->loc);
-                    int bad = d->offset % es || d->count[d->ndim - 1] % es;
-                    for (uint32_t i = 0; i + 1 < d->ndim; i++)
-                        if (d->stride[i] % es) bad = 1;
-                    if (bad) rc = vfail(c, "%s: buffer region not made of whole elements", op_where(c, w, sizeof w));
-                    if (!side && (o->code == RS_OP_PACK || o->code == RS_OP_COPY) && IS_DST(d->loc)) c->reads_dst[r] = 1;
-                }
-                if (rc) break;
+                if (o->code == RS_OP_SEND && o->bytes && IS_DST(o->loc)) c->reads_dst[r] = 1;
+                continue;
             }
+            for (int side = 0; side < 2; side++) {
+                const rs_desc *d = &g->descs[side ? o->dst : o->src];
+                if (d->loc == RS_LOC_STAGING) continue;
+                uint32_t es = ES_OF(d->loc);
+                int bad = d->offset % es || d->count[d->ndim - 1] % es;
+                for (uint32_t i = 0; i + 1 < d->ndim; i++)
+                    if (d->stride[i] % es) bad = 1;
+                if (bad) {
+                    if (quiet) return 1;
+                    return vfail(c, "%s: buffer region not made of whole elements", op_where(c, w, sizeof w));
+                }
+                if (!side && (o->code == RS_OP_PACK || o->code == RS_OP_COPY) && IS_DST(d->loc)) c->reads_dst[r] = 1;
+            }
+        }
 #undef ES_OF
 #undef IS_DST
-    }
+    return 0;
+}
+
+static int check_alignment(vctx *c)
+{
+    u8_vec bk = {0};
+    int rc = 0;
+    if (!c->reads_dst) c->reads_dst = rs_xcalloc(c->world + 1, 1);
+    else memset(c->reads_dst, 0, c->world + 1);
+    for (uint32_t r = 0; r < c->world && !rc; r++) rc = check_alignment_rank(c, r, &bk, 0);
     rs_vec_free(&bk);
     return rc;
 }
@@ -1714,8 +1723,9 @@ static void iv_sort(iv *v, size_t n, iv_vec *tmp)
     }
 }
 
-/* Appends step s's sorted staging footprint to out (-1: too many runs). */
-static int step_footprint(vctx *c, const rs_rank_prog *g, uint32_t s, iv_vec *out, iv_vec *tmp)
+/* Appends step s's sorted staging footprint to out (-1: too many runs). acc: quiet, the runs are added
+ * to *acc instead of taken from the budget (1: too many in the step or in all). */
+static int step_footprint(vctx *c, const rs_rank_prog *g, uint32_t s, iv_vec *out, iv_vec *tmp, uint64_t *acc)
 {
     size_t base = out->n;
     const rs_step *st = &g->steps[s];
@@ -1725,9 +1735,14 @@ static int step_footprint(vctx *c, const rs_rank_prog *g, uint32_t s, iv_vec *ou
         if (o->code == RS_OP_PACK) nr += desc_nruns(&g->descs[o->dst]);
         else if (o->code == RS_OP_UNPACK) nr += desc_nruns(&g->descs[o->src]);
         else nr++;
-        if (nr > STEP_RUNS_MAX) return charge_runs(c, UINT64_MAX);
+        if (nr > STEP_RUNS_MAX) return acc ? 1 : charge_runs(c, UINT64_MAX);
     }
-    if (charge_runs(c, nr)) return -1;
+    if (acc) {
+        *acc += nr;
+        if (*acc > RUNS_MAX) return 1;
+    } else if (charge_runs(c, nr)) {
+        return -1;
+    }
     for (uint32_t k = 0; k < st->nops; k++) {
         const rs_op *o = &g->ops[st->op_begin + k];
         switch (o->code) {
@@ -1755,24 +1770,25 @@ static int step_footprint(vctx *c, const rs_rank_prog *g, uint32_t s, iv_vec *ou
     return 0;
 }
 
-/* within one step: writes never overlap each other, and a RECV never writes what a SEND reads */
-static int step_internal(vctx *c, uint32_t r, uint32_t s, const iv *fv, size_t fn)
+/* within one step: writes never overlap each other, and a RECV never writes what a SEND reads (quiet:
+ * 1 at a problem, unreported) */
+static int step_internal(vctx *c, uint32_t r, uint32_t s, const iv *fv, size_t fn, int quiet)
 {
     uint64_t wend = 0, recv_end = 0, send_end = 0;
     for (size_t i = 0; i < fn; i++) {
         const iv *x = &fv[i];
         if (x->w) {
             if (x->a < wend)
-                return vfail(c, "rank %u, step %u: staging bytes %llu.. written twice in one step", r, s,
+                return quiet ? 1 : vfail(c, "rank %u, step %u: staging bytes %llu.. written twice in one step", r, s,
                              (unsigned long long)x->a);
             if (x->what == 1 && x->a < send_end)
-                return vfail(c, "rank %u, step %u: a receive overwrites staging bytes %llu.. a send of the same step reads",
+                return quiet ? 1 : vfail(c, "rank %u, step %u: a receive overwrites staging bytes %llu.. a send of the same step reads",
                              r, s, (unsigned long long)x->a);
             if (x->b > wend) wend = x->b;
             if (x->what == 1 && x->b > recv_end) recv_end = x->b;
         } else if (x->what == 2) {
             if (x->a < recv_end)
-                return vfail(c, "rank %u, step %u: a send reads staging bytes %llu.. a receive of the same step writes",
+                return quiet ? 1 : vfail(c, "rank %u, step %u: a send reads staging bytes %llu.. a receive of the same step writes",
                              r, s, (unsigned long long)x->a);
             if (x->b > send_end) send_end = x->b;
         }
@@ -1804,61 +1820,69 @@ static int overlap_conflict(const iv *av, size_t an, const iv *bv, size_t bn, ui
     return 0;
 }
 
+/* The race check of rank r (fp, tmp, at: scratch). acc: quiet (see step_footprint), 1 at a problem. */
+typedef rs_vec(size_t) size_vec;
+static int races_rank(vctx *c, uint32_t r, iv_vec *fp, iv_vec *tmp, size_vec *at, uint64_t *acc)
+{
+    const rs_rank_prog *g = &c->P->ranks[r];
+    int rc = 0, quiet = acc != NULL;
+    if (!g->nsteps) return 0;
+    /* every step's footprint, once */
+    fp->n = 0;
+    at->n = 0;
+    for (uint32_t s = 0; s < g->nsteps && !rc; s++) {
+        rs_vec_push(at, fp->n);
+        rc = step_footprint(c, g, s, fp, tmp, acc);
+    }
+    if (rc) return rc;
+    rs_vec_push(at, fp->n);
+    for (uint32_t s = 0; s < g->nsteps && !rc; s++)
+        rc = step_internal(c, r, s, fp->v + at->v[s], at->v[s + 1] - at->v[s], quiet);
+    /* lane sequences and, per step, the last step of the other lane known complete before it starts */
+    uint32_t *lane_idx = rs_xmalloc(g->nsteps * sizeof *lane_idx);
+    int64_t *before = rs_xmalloc(g->nsteps * sizeof *before);
+    rs_vec(uint32_t) seq[2] = {{0}, {0}};
+    int64_t run[2] = {-1, -1};
+    for (uint32_t s = 0; s < g->nsteps; s++) {
+        int lane = g->steps[s].lane;
+        lane_idx[s] = (uint32_t)seq[lane].n;
+        rs_vec_push(&seq[lane], s);
+        for (uint32_t w = 0; w < g->steps[s].nwaits; w++) {
+            uint32_t t = g->waits[g->steps[s].wait_begin + w];
+            if ((int64_t)lane_idx[t] > run[lane]) run[lane] = lane_idx[t];
+        }
+        before[s] = run[lane];
+    }
+    /* each NET step against the NVL steps that may run at the same time */
+    for (size_t i = 0; i < seq[0].n && !rc; i++) {
+        uint32_t s = seq[0].v[i];
+        int64_t lo = before[s] + 1; /* NVL lane indices >= lo are not known to be complete */
+        if (at->v[s + 1] == at->v[s]) continue;
+        for (size_t j = (size_t)(lo < 0 ? 0 : lo); j < seq[1].n; j++) {
+            uint32_t t = seq[1].v[j];
+            if (before[t] >= (int64_t)i) break; /* this NVL step (and later ones) start after s */
+            uint64_t x;
+            if (overlap_conflict(fp->v + at->v[s], at->v[s + 1] - at->v[s], fp->v + at->v[t], at->v[t + 1] - at->v[t], &x)) {
+                rc = quiet ? 1
+                           : vfail(c, "rank %u: steps %u (NET) and %u (NVL) may run at the same time and both touch staging byte %llu, one writing",
+                                   r, s, t, (unsigned long long)x);
+                break;
+            }
+        }
+    }
+    free(lane_idx);
+    free(before);
+    rs_vec_free(&seq[0]);
+    rs_vec_free(&seq[1]);
+    return rc;
+}
+
 static int check_races(vctx *c)
 {
     iv_vec fp = {0}, tmp = {0};
-    rs_vec(size_t) at = {0};
+    size_vec at = {0};
     int rc = 0;
-    for (uint32_t r = 0; r < c->world && !rc; r++) {
-        const rs_rank_prog *g = &c->P->ranks[r];
-        if (!g->nsteps) continue;
-        /* every step's footprint, once */
-        fp.n = 0;
-        at.n = 0;
-        for (uint32_t s = 0; s < g->nsteps && !rc; s++) {
-            rs_vec_push(&at, fp.n);
-            rc = step_footprint(c, g, s, &fp, &tmp);
-        }
-        if (rc) break;
-        rs_vec_push(&at, fp.n);
-        for (uint32_t s = 0; s < g->nsteps && !rc; s++)
-            rc = step_internal(c, r, s, fp.v + at.v[s], at.v[s + 1] - at.v[s]);
-        /* lane sequences and, per step, the last step of the other lane known complete before it starts */
-        uint32_t *lane_idx = rs_xmalloc(g->nsteps * sizeof *lane_idx);
-        int64_t *before = rs_xmalloc(g->nsteps * sizeof *before);
-        rs_vec(uint32_t) seq[2] = {{0}, {0}};
-        int64_t run[2] = {-1, -1};
-        for (uint32_t s = 0; s < g->nsteps; s++) {
-            int lane = g->steps[s].lane;
-            lane_idx[s] = (uint32_t)seq[lane].n;
-            rs_vec_push(&seq[lane], s);
-            for (uint32_t w = 0; w < g->steps[s].nwaits; w++) {
-                uint32_t t = g->waits[g->steps[s].wait_begin + w];
-                if ((int64_t)lane_idx[t] > run[lane]) run[lane] = lane_idx[t];
-            }
-            before[s] = run[lane];
-        }
-        /* each NET step against the NVL steps that may run at the same time */
-        for (size_t i = 0; i < seq[0].n && !rc; i++) {
-            uint32_t s = seq[0].v[i];
-            int64_t lo = before[s] + 1; /* NVL lane indices >= lo are not known to be complete */
-            if (at.v[s + 1] == at.v[s]) continue;
-            for (size_t j = (size_t)(lo < 0 ? 0 : lo); j < seq[1].n; j++) {
-                uint32_t t = seq[1].v[j];
-                if (before[t] >= (int64_t)i) break; /* this NVL step (and later ones) start after s */
-                uint64_t x;
-                if (overlap_conflict(fp.v + at.v[s], at.v[s + 1] - at.v[s], fp.v + at.v[t], at.v[t + 1] - at.v[t], &x)) {
-                    rc = vfail(c, "rank %u: steps %u (NET) and %u (NVL) may run at the same time and both touch staging byte %llu, one writing",
-                               r, s, t, (unsigned long long)x);
-                    break;
-                }
-            }
-        }
-        free(lane_idx);
-        free(before);
-        rs_vec_free(&seq[0]);
-        rs_vec_free(&seq[1]);
-    }
+    for (uint32_t r = 0; r < c->world && !rc; r++) rc = races_rank(c, r, &fp, &tmp, &at, NULL);
     rs_vec_free(&fp);
     rs_vec_free(&tmp);
     rs_vec_free(&at);
@@ -3062,12 +3086,39 @@ int rs_plan_verify_all_work(const rs_plan *P, char *err, size_t errlen, uint64_t
     c.world = P->layout.topo.world;
     if (err && errlen) err[0] = 0;
     if (!P->ranks) return vfail(&c, "no programs");
-    for (uint32_t r = 0; r < c.world; r++) {
-        if (!P->ranks[r].loaded) return vfail(&c, "rank %u's program was not loaded (whole-plan checks need every rank)", r);
-        if (rs_plan_verify_rank(P, r, err, errlen)) return -1;
+    /* Each rank's alignment and race checks run right after its structural check, while its program is
+     * in cache (each pass over all programs streamed hundreds of MB from memory), quietly: the checks
+     * between them come first, so a problem (or a run budget they would exceed) is left to the checks in
+     * their order, which report it. The runs the race check takes are taken where it would run. */
+    int align_bad = 0, races_bad = 0;
+    uint64_t race_runs = 0;
+    {
+        u8_vec bk = {0};
+        iv_vec fp = {0}, tmp = {0};
+        size_vec at = {0};
+        int rc = 0;
+        c.reads_dst = rs_xcalloc(c.world + 1, 1);
+        for (uint32_t r = 0; r < c.world && !rc; r++) {
+            if (!P->ranks[r].loaded)
+                rc = vfail(&c, "rank %u's program was not loaded (whole-plan checks need every rank)", r);
+            else if (rs_plan_verify_rank(P, r, err, errlen))
+                rc = -1;
+            if (rc) break;
+            if (!align_bad) align_bad = check_alignment_rank(&c, r, &bk, 1);
+            /* (after an alignment problem, which fails the plan, the races are not needed) */
+            if (!races_bad && !align_bad) races_bad = races_rank(&c, r, &fp, &tmp, &at, &race_runs);
+        }
+        rs_vec_free(&bk);
+        rs_vec_free(&fp);
+        rs_vec_free(&tmp);
+        rs_vec_free(&at);
+        if (rc) {
+            free(c.reads_dst);
+            return -1;
+        }
     }
     c.runs_left = RUNS_MAX;
-    int rc = check_alignment(&c);
+    int rc = align_bad ? check_alignment(&c) : 0;
     if (!rc) {
         G.step_base = rs_xcalloc(c.world + 1, sizeof *G.step_base);
         G.op_base = rs_xcalloc(c.world + 1, sizeof *G.op_base);
@@ -3085,7 +3136,10 @@ int rs_plan_verify_all_work(const rs_plan *P, char *err, size_t errlen, uint64_t
         rc = match_ops(&c, &G);
     }
     if (!rc) rc = build_pieces(&c);
-    if (!rc) rc = check_races(&c);
+    if (!rc) {
+        if (races_bad || race_runs > c.runs_left) rc = check_races(&c);
+        else c.runs_left -= race_runs;
+    }
     if (!rc) rc = check_relays(&c);
     if (!rc) {
         c.pages = rs_xcalloc(c.world, sizeof *c.pages);

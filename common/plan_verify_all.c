@@ -1031,8 +1031,9 @@ static inline struct dcache_ent *dcache_slot(const vctx *c, const prov *p)
 static inline int dcache_has(const struct dcache_ent *ce, const prov *p) { return ce->d == p->d && ce->rank == p->src; }
 
 /* A delivery: the stream range [du, du + n) of the destination decomposition `ld` (of one op, from
- * position base) receives the bytes of provenance p. */
-static int check_delivery(vctx *c, uint32_t drank, const vseg_vec *ld, uint64_t ld_base, uint64_t du, const prov *p)
+ * position base) receives the bytes of provenance p (ce: its dcache slot when it has a desc). */
+static int check_delivery(vctx *c, uint32_t drank, const vseg_vec *ld, uint64_t ld_base, uint64_t du, const prov *p,
+                          struct dcache_ent *ce)
 {
     if (p->d == NULL) {
         /* contiguous binding bytes: a one-dim desc */
@@ -1046,7 +1047,6 @@ static int check_delivery(vctx *c, uint32_t drank, const vseg_vec *ld, uint64_t 
         if (decompose(c, p->src, p->loc, &cd, 0, p->len, &c->ls)) return -1;
     } else {
         /* a whole source desc maps to one tensor desc most of the time: decompose it once */
-        struct dcache_ent *ce = dcache_slot(c, p);
         if (!dcache_has(ce, p)) {
             ce->d = p->d;
             ce->rank = p->src;
@@ -2491,9 +2491,9 @@ static void cov_collect(vctx *c, uint32_t r, const vseg_vec *ld, uint64_t budget
 
 #define UL_AHEAD1 8
 #define UL_AHEAD2 4
-static inline void ul_prefetch_desc(const vctx *c, const prov *p)
+static inline void ul_prefetch_desc(const prov *p, const struct dcache_ent *ce)
 {
-    if (!p->d || dcache_has(dcache_slot(c, p), p)) return;
+    if (!p->d || dcache_has(ce, p)) return;
     const char *d = (const char *)p->d;
     __builtin_prefetch(d);
     __builtin_prefetch(d + 64);
@@ -2509,18 +2509,21 @@ static int unpack_like(vctx *c, uint32_t r, const rs_desc *dst, const prov_vec *
     size_t np = src_pieces->n;
     /* the sources' dcache slots and (when not cached) descs are cold: prefetched ahead of their checks,
      * in two stages (the slot says whether the desc will be read), the first while dst is decomposed */
+    struct dcache_ent *ce[UL_AHEAD1] = {0}; /* the slots of pieces i .. i + UL_AHEAD1 - 1, by i % UL_AHEAD1 */
     for (size_t i = 0; i < np && i < UL_AHEAD1; i++)
-        if (sp[i].d) __builtin_prefetch(dcache_slot(c, &sp[i]));
+        if (sp[i].d) __builtin_prefetch(ce[i] = dcache_slot(c, &sp[i]));
     uint64_t b0 = c->budget, nb = dbytes(dst);
     if (decompose(c, r, dst->loc, dst, 0, nb, ld)) return -1;
     if (c->cov && nb) cov_collect(c, r, ld, c->budget - b0);
-    for (size_t i = 0; i < np && i < UL_AHEAD2; i++) ul_prefetch_desc(c, &sp[i]);
+    for (size_t i = 0; i < np && i < UL_AHEAD2; i++) ul_prefetch_desc(&sp[i], ce[i]);
     uint64_t at = 0;
     int rc = 0;
     for (size_t i = 0; i < np && !rc; i++) {
-        if (i + UL_AHEAD1 < np && sp[i + UL_AHEAD1].d) __builtin_prefetch(dcache_slot(c, &sp[i + UL_AHEAD1]));
-        if (i + UL_AHEAD2 < np) ul_prefetch_desc(c, &sp[i + UL_AHEAD2]);
-        rc = check_delivery(c, r, ld, 0, at, &sp[i]);
+        struct dcache_ent *me = ce[i % UL_AHEAD1];
+        if (i + UL_AHEAD1 < np && sp[i + UL_AHEAD1].d)
+            __builtin_prefetch(ce[i % UL_AHEAD1] = dcache_slot(c, &sp[i + UL_AHEAD1]));
+        if (i + UL_AHEAD2 < np) ul_prefetch_desc(&sp[i + UL_AHEAD2], ce[(i + UL_AHEAD2) % UL_AHEAD1]);
+        rc = check_delivery(c, r, ld, 0, at, &sp[i], me);
         at += sp[i].len;
     }
     return rc;

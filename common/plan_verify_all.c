@@ -554,28 +554,24 @@ static int dslice1(const rs_desc *d, uint64_t u, uint64_t n, rs_desc *e)
         u -= i0 * in;
     }
     uint64_t in = k == nd - 1 ? 1 : inner[k + 1];
-    *e = *d;
+    /* dims k.. only (a whole copy and two memmoves took a third of this; the dims past ndim are not read) */
+    e->loc = d->loc;
     e->ndim = nd - k;
-    if (k) {
-        memmove(e->count, e->count + k, (nd - k) * sizeof e->count[0]);
-        memmove(e->stride, e->stride + k, (nd - k) * sizeof e->stride[0]);
+    for (uint32_t i = k; i < nd; i++) {
+        e->count[i - k] = d->count[i];
+        e->stride[i - k] = d->stride[i];
     }
     e->offset = k == nd - 1 ? off + u : off + (u / in) * e->stride[0];
     e->count[0] = n / in;
     return 1;
 }
 
-/* d is in dnorm's canonical form (dnorm would leave it as it is) */
-static inline int desc_canonical(const rs_desc *d)
-{
-    for (uint32_t i = 0; i + 1 < d->ndim; i++)
-        if (d->count[i] == 1 || d->stride[i] == d->count[i + 1] * d->stride[i + 1]) return 0;
-    return 1;
-}
-
-/* dslice1 then dnorm. A delivery takes whole rows of the outermost dim of a canonical desc (a row of a
+/* dslice1 then dnorm, of a desc d in dnorm's canonical form (dnorm would leave it as it is): the tensor
+ * descs of segments are, as affine makes them (no count of 1 but the innermost, no dims left to fold),
+ * and so are this function's results. A delivery takes whole rows of the outermost dim (a row of a
  * PACK's source, a stretch of an UNPACK's destination): those come out canonical without the general
- * slicer, copying only the dims in use (this runs twice per delivery, millions of times). */
+ * slicer, copying only the dims in use (this runs twice per delivery, millions of times; checking that
+ * d is canonical took a quarter of it). */
 static int dslice_norm(const rs_desc *d, uint64_t u, uint64_t n, rs_desc *e)
 {
     uint32_t nd = d->ndim;
@@ -587,7 +583,7 @@ static int dslice_norm(const rs_desc *d, uint64_t u, uint64_t n, rs_desc *e)
         e->stride[0] = d->stride[0];
         return 1;
     }
-    if (nd > 1 && desc_canonical(d)) {
+    if (nd > 1) {
         uint64_t in = 1;
         for (uint32_t i = 1; i < nd; i++) in *= d->count[i];
         if (u % in == 0 && n % in == 0) {
@@ -728,9 +724,6 @@ static int affine(const vctx *c, const vpiece *v, const rs_desc *e, uint64_t rel
     for (uint32_t q = 0; q < nf; q++) toff += (uint64_t)x[q] * ftau[q];
     /* bytes: scale, then the element's bytes innermost */
     if (nt + 1 > RS_DESC_MAX_DIMS + VNF) return 0;
-    rs_desc t;
-    memset(&t, 0, sizeof t);
-    t.offset = toff * v->es;
     uint64_t c2[VNF + RS_DESC_MAX_DIMS + 2], s2[VNF + RS_DESC_MAX_DIMS + 2];
     uint32_t n2 = 0;
     for (uint32_t q = 0; q < nt; q++) {
@@ -754,12 +747,14 @@ static int affine(const vctx *c, const vpiece *v, const rs_desc *e, uint64_t rel
             w--;
         }
     if (w > RS_DESC_MAX_DIMS) return 0;
-    t.ndim = w;
-    for (uint32_t i = 0; i < w; i++) {
-        t.count[i] = c2[i];
-        t.stride[i] = s2[i];
+    /* (written in place, unused dims zero: a memset and a copy of a whole desc took a sixth of this) */
+    td->loc = 0;
+    td->ndim = w;
+    td->offset = toff * v->es;
+    for (uint32_t i = 0; i < RS_DESC_MAX_DIMS; i++) {
+        td->count[i] = i < w ? c2[i] : 0;
+        td->stride[i] = i < w ? s2[i] : 0;
     }
-    *td = t;
     return 1;
 }
 
@@ -1016,9 +1011,24 @@ static void fmt_td(vctx *c, char *buf, size_t n, const vseg *s)
     if (k < n) snprintf(buf + k, n - k, "]");
 }
 
+/* The dcache slot of a source desc. It comes from (rank, descriptor index), not the address, so the work
+ * done (and the budget it takes) is the same in every run. */
+static inline struct dcache_ent *dcache_slot(const vctx *c, const prov *p)
+{
+    const rs_rank_prog *sgp = &c->P->ranks[p->src];
+    uintptr_t at = (uintptr_t)p->d, lo = (uintptr_t)sgp->descs;
+    uint64_t key = at >= lo && at < lo + (uintptr_t)sgp->ndescs * sizeof *sgp->descs
+                       ? (uint64_t)p->src << 32 | (uint64_t)((at - lo) / sizeof *sgp->descs)
+                       : (uint64_t)(at >> 4);
+    return &c->dcache[key * 0x9e3779b97f4a7c15ull >> 48];
+}
+
+static inline int dcache_has(const struct dcache_ent *ce, const prov *p) { return ce->d == p->d && ce->rank == p->src; }
+
 /* A delivery: the stream range [du, du + n) of the destination decomposition `ld` (of one op, from
- * position base) receives the bytes of provenance p. */
-static int check_delivery(vctx *c, uint32_t drank, const vseg_vec *ld, uint64_t ld_base, uint64_t du, const prov *p)
+ * position base) receives the bytes of provenance p (ce: its dcache slot when it has a desc). */
+static int check_delivery(vctx *c, uint32_t drank, const vseg_vec *ld, uint64_t ld_base, uint64_t du, const prov *p,
+                          struct dcache_ent *ce)
 {
     if (p->d == NULL) {
         /* contiguous binding bytes: a one-dim desc */
@@ -1031,16 +1041,8 @@ static int check_delivery(vctx *c, uint32_t drank, const vseg_vec *ld, uint64_t 
         cd.stride[0] = 1;
         if (decompose(c, p->src, p->loc, &cd, 0, p->len, &c->ls)) return -1;
     } else {
-        /* a whole source desc maps to one tensor desc most of the time: decompose it once. The slot comes
-         * from (rank, descriptor index), not the address, so the work done (and the budget it takes) is
-         * the same in every run */
-        const rs_rank_prog *sgp = &c->P->ranks[p->src];
-        uintptr_t at = (uintptr_t)p->d, lo = (uintptr_t)sgp->descs;
-        uint64_t key = at >= lo && at < lo + (uintptr_t)sgp->ndescs * sizeof *sgp->descs
-                           ? (uint64_t)p->src << 32 | (uint64_t)((at - lo) / sizeof *sgp->descs)
-                           : (uint64_t)(at >> 4);
-        struct dcache_ent *ce = &c->dcache[key * 0x9e3779b97f4a7c15ull >> 48];
-        if (ce->d != p->d || ce->rank != p->src) {
+        /* a whole source desc maps to one tensor desc most of the time: decompose it once */
+        if (!dcache_has(ce, p)) {
             ce->d = p->d;
             ce->rank = p->src;
             ce->vp_nd = 0;
@@ -1183,10 +1185,11 @@ static void page_put(page *p, uint32_t at, uint32_t nremove, const pent *ins, ui
 }
 
 /* Sort w[0..n) by start (stably): a natural merge sort, since a step's PACK writes are a few ascending
- * runs (one per PACK), with c->tnew as the second buffer. */
-static void pent_sort(vctx *c, pent *w, size_t n)
+ * runs (one per PACK), with c->tnew as the second buffer. Returns where the sorted entries are (w or
+ * c->tnew: copying them back cost as much as a merge pass). */
+static pent *pent_sort(vctx *c, pent *w, size_t n)
 {
-    if (n < 2) return;
+    if (n < 2) return w;
     c->tnew.n = 0;
     rs_vec_reserve(&c->tnew, n);
     pent *src = w, *dst = c->tnew.v;
@@ -1195,10 +1198,7 @@ static void pent_sort(vctx *c, pent *w, size_t n)
         while (i < n) {
             size_t m = i + 1;
             while (m < n && src[m].start >= src[m - 1].start) m++;
-            if (i == 0 && m == n) {
-                if (src != w) memcpy(w, src, n * sizeof *w);
-                return;
-            }
+            if (i == 0 && m == n) return src;
             size_t e = m;
             if (m < n)
                 for (e = m + 1; e < n && src[e].start >= src[e - 1].start;) e++;
@@ -1216,7 +1216,9 @@ static void pent_sort(vctx *c, pent *w, size_t n)
 
 /* Several writes at once: w[0..n) sorted by start, non-overlapping, non-empty (a step's PACKs, or the
  * pieces of one message). Each page they touch is rebuilt once: its old entries between the first and
- * the last new byte are clipped around the new ones (what sticks out on either side is kept). */
+ * the last new byte are clipped around the new ones (what sticks out on either side is kept). The new
+ * entries of a page are w[k0..k1), the first from byte d0 of it, the last cut at the page end when it
+ * runs over (read in place: copying them out first cost as much as the merge). */
 static int tassign_batch(vctx *c, uint32_t rank, const pent *w, size_t n)
 {
     if (!n) return 0;
@@ -1230,49 +1232,64 @@ static int tassign_batch(vctx *c, uint32_t rank, const pent *w, size_t n)
     while (k < n) {
         uint64_t pg = (w[k].start + kdone) >> sh, pb = (pg + 1) << sh;
         page *p = page_of(c, rank, pg);
-        c->tnew.n = 0;
-        while (k < n && w[k].start + kdone < pb) {
-            uint64_t x = w[k].start + kdone, e = w[k].start + w[k].len, y = e < pb ? e : pb;
-            pent q = w[k];
-            q.start = x;
-            q.pos = w[k].pos + kdone;
-            q.len = y - x;
-            rs_vec_push(&c->tnew, q);
-            if (y < e) {
-                kdone = y - w[k].start;
-                break;
-            }
-            k++;
+        size_t k0 = k, k1 = k + 1;
+        uint64_t d0 = kdone;
+        while (k1 < n && w[k1].start < pb) k1++;
+        size_t nn = k1 - k0;
+        uint64_t lastend = w[k1 - 1].start + w[k1 - 1].len;
+        int cut = lastend > pb;
+        if (cut) {
+            k = k1 - 1;
+            kdone = pb - w[k].start;
+        } else {
+            k = k1;
             kdone = 0;
         }
-        const pent *N = c->tnew.v;
-        size_t nn = c->tnew.n;
-        uint64_t lo = N[0].start, hi = N[nn - 1].start + N[nn - 1].len;
+        uint64_t lo = w[k0].start + d0, hi = cut ? pb : lastend;
         uint32_t i = page_find(p, lo), j = i;
         while (j < p->n && p->v[j].start < hi) j++;
-        /* the old entries' parts in the gaps before, between and after the new entries */
+        /* the old entries' parts in the gaps before, between and after the new entries (at most one
+         * per old entry and gap it overlaps, and the new ones) */
         c->tout.n = 0;
+        rs_vec_reserve(&c->tout, (j - i) + 2 * nn + 2);
+        pent *out = c->tout.v;
+        size_t no = 0;
         uint32_t o = i;
+        uint64_t g0 = 0;
         for (size_t m = 0; m <= nn; m++) {
-            uint64_t g0 = m ? N[m - 1].start + N[m - 1].len : 0, g1 = m < nn ? N[m].start : UINT64_MAX;
+            pent q;
+            uint64_t g1 = UINT64_MAX;
+            if (m < nn) {
+                q = w[k0 + m];
+                if (m == 0 && d0) {
+                    q.start += d0;
+                    q.pos += d0;
+                    q.len -= d0;
+                }
+                if (m + 1 == nn && cut) q.len = pb - q.start;
+                g1 = q.start;
+            }
             while (o < j) {
                 const pent *e = &p->v[o];
                 uint64_t es = e->start, ee = e->start + e->len;
                 if (es >= g1) break;
                 uint64_t a = es > g0 ? es : g0, b = ee < g1 ? ee : g1;
                 if (a < b) {
-                    pent q = *e;
-                    q.start = a;
-                    q.pos = e->pos + (a - es);
-                    q.len = b - a;
-                    rs_vec_push(&c->tout, q);
+                    pent *y = &out[no++];
+                    *y = *e;
+                    y->start = a;
+                    y->pos = e->pos + (a - es);
+                    y->len = b - a;
                 }
                 if (ee > g1) break;
                 o++;
             }
-            if (m < nn) rs_vec_push(&c->tout, N[m]);
+            if (m < nn) {
+                out[no++] = q;
+                g0 = q.start + q.len;
+            }
         }
-        page_put(p, i, j - i, c->tout.v, (uint32_t)c->tout.n);
+        page_put(p, i, j - i, out, (uint32_t)no);
     }
     return 0;
 }
@@ -1367,53 +1384,62 @@ static int loc_is_dst(const vctx *c, uint32_t rank, uint32_t loc)
 }
 
 /* Binding regions must be whole elements (the data check reasons per element). Reads of destination
- * buffers (relays) are checked by check_relays. */
-static int check_alignment(vctx *c)
+ * buffers (relays) are checked by check_relays. One rank (bk: scratch); quiet: returns 1 at the first
+ * problem without reporting it, otherwise reports it (-1). */
+typedef rs_vec(uint8_t) u8_vec;
+static int check_alignment_rank(vctx *c, uint32_t r, u8_vec *bk, int quiet)
 {
+    const rs_rank_prog *g = &c->P->ranks[r];
     /* per binding of the rank: element bytes, and 0x80 when it is a destination binding */
-    rs_vec(uint8_t) bk = {0};
-    int rc = 0;
-    c->reads_dst = rs_xcalloc(c->world + 1, 1);
-    for (uint32_t r = 0; r < c->world && !rc; r++) {
-        const rs_rank_prog *g = &c->P->ranks[r];
-        bk.n = 0;
-        rs_vec_reserve(&bk, g->nbindings);
-        for (uint32_t i = 0; i < g->nbindings; i++) {
-            const rs_buffer *b = &c->L->buffers[g->bindings[i].buffer];
-            bk.v[i] = (uint8_t)(rs_dtype_size(b->dtype) | (b->side == RS_DST ? 0x80 : 0));
-        }
-#define ES_OF(loc) ((loc) == RS_LOC_STAGING ? 1u : (uint32_t)(bk.v[loc] & 0x7f))
-#define IS_DST(loc) ((loc) != RS_LOC_STAGING && (bk.v[loc] & 0x80))
-        for (uint32_t s = 0; s < g->nsteps && !rc; s++)
-            for (uint32_t k = 0; k < g->steps[s].nops; k++) {
-                uint32_t oi = g->steps[s].op_begin + k;
-                const rs_op *o = &g->ops[oi];
-                c->cur_rank = r, c->cur_step = s, c->cur_op = oi;
-                char w[160];
-                if (o->code == RS_OP_SEND || o->code == RS_OP_RECV) {
-                    uint32_t es = ES_OF(o->loc);
-                    if (o->off % es || o->bytes % es) {
-                        rc = vfail(c, "%s: buffer range not made of whole elements", op_where(c, w, sizeof w));
-                        break;
-                    }
-                    if (o->code == RS_OP_SEND && o->bytes && IS_DST(o->loc)) c->reads_dst[r] = 1;
-                    continue;
+    bk->n = 0;
+    rs_vec_reserve(bk, g->nbindings);
+    for (uint32_t i = 0; i < g->nbindings; i++) {
+        const rs_buffer *b = &c->L->buffers[g->bindings[i].buffer];
+        bk->v[i] = (uint8_t)(rs_dtype_size(b->dtype) | (b->side == RS_DST ? 0x80 : 0));
+    }
+#define ES_OF(loc) ((loc) == RS_LOC_STAGING ? 1u : (uint32_t)(bk->v[loc] & 0x7f))
+#define IS_DST(loc) ((loc) != RS_LOC_STAGING && (bk->v[loc] & 0x80))
+    for (uint32_t s = 0; s < g->nsteps; s++)
+        for (uint32_t k = 0; k < g->steps[s].nops; k++) {
+            uint32_t oi = g->steps[s].op_begin + k;
+            const rs_op *o = &g->ops[oi];
+            c->cur_rank = r, c->cur_step = s, c->cur_op = oi;
+            char w[160];
+            if (o->code == RS_OP_SEND || o->code == RS_OP_RECV) {
+                uint32_t es = ES_OF(o->loc);
+                if (o->off % es || o->bytes % es) {
+                    if (quiet) return 1;
+                    return vfail(c, "%s: buffer range not made of whole elements", op_where(c, w, sizeof w));
                 }
-                for (int side = 0; side < 2 && !rc; side++) {
-                    const rs_desc *d = &g->descs[side ? o->dst : o->src];
-                    if (d->loc == RS_LOC_STAGING) continue;
-                    uint32_t es = ES_OF(d->loc);
-                    int bad = d->offset % es || d->count[d->ndim - 1] % es;
-                    for (uint32_t i = 0; i + 1 < d->ndim; i++)
-                        if (d->stride[i] % es) bad = 1;
-                    if (bad) rc = vfail(c, "%s: buffer region not made of whole elements", op_where(c, w, sizeof w));
-                    if (!side && (o->code == RS_OP_PACK || o->code == RS_OP_COPY) && IS_DST(d->loc)) c->reads_dst[r] = 1;
-                }
-                if (rc) break;
+                if (o->code == RS_OP_SEND && o->bytes && IS_DST(o->loc)) c->reads_dst[r] = 1;
+                continue;
             }
+            for (int side = 0; side < 2; side++) {
+                const rs_desc *d = &g->descs[side ? o->dst : o->src];
+                if (d->loc == RS_LOC_STAGING) continue;
+                uint32_t es = ES_OF(d->loc);
+                int bad = d->offset % es || d->count[d->ndim - 1] % es;
+                for (uint32_t i = 0; i + 1 < d->ndim; i++)
+                    if (d->stride[i] % es) bad = 1;
+                if (bad) {
+                    if (quiet) return 1;
+                    return vfail(c, "%s: buffer region not made of whole elements", op_where(c, w, sizeof w));
+                }
+                if (!side && (o->code == RS_OP_PACK || o->code == RS_OP_COPY) && IS_DST(d->loc)) c->reads_dst[r] = 1;
+            }
+        }
 #undef ES_OF
 #undef IS_DST
-    }
+    return 0;
+}
+
+static int check_alignment(vctx *c)
+{
+    u8_vec bk = {0};
+    int rc = 0;
+    if (!c->reads_dst) c->reads_dst = rs_xcalloc(c->world + 1, 1);
+    else memset(c->reads_dst, 0, c->world + 1);
+    for (uint32_t r = 0; r < c->world && !rc; r++) rc = check_alignment_rank(c, r, &bk, 0);
     rs_vec_free(&bk);
     return rc;
 }
@@ -1693,8 +1719,9 @@ static void iv_sort(iv *v, size_t n, iv_vec *tmp)
     }
 }
 
-/* Appends step s's sorted staging footprint to out (-1: too many runs). */
-static int step_footprint(vctx *c, const rs_rank_prog *g, uint32_t s, iv_vec *out, iv_vec *tmp)
+/* Appends step s's sorted staging footprint to out (-1: too many runs). acc: quiet, the runs are added
+ * to *acc instead of taken from the budget (1: too many in the step or in all). */
+static int step_footprint(vctx *c, const rs_rank_prog *g, uint32_t s, iv_vec *out, iv_vec *tmp, uint64_t *acc)
 {
     size_t base = out->n;
     const rs_step *st = &g->steps[s];
@@ -1704,9 +1731,14 @@ static int step_footprint(vctx *c, const rs_rank_prog *g, uint32_t s, iv_vec *ou
         if (o->code == RS_OP_PACK) nr += desc_nruns(&g->descs[o->dst]);
         else if (o->code == RS_OP_UNPACK) nr += desc_nruns(&g->descs[o->src]);
         else nr++;
-        if (nr > STEP_RUNS_MAX) return charge_runs(c, UINT64_MAX);
+        if (nr > STEP_RUNS_MAX) return acc ? 1 : charge_runs(c, UINT64_MAX);
     }
-    if (charge_runs(c, nr)) return -1;
+    if (acc) {
+        *acc += nr;
+        if (*acc > RUNS_MAX) return 1;
+    } else if (charge_runs(c, nr)) {
+        return -1;
+    }
     for (uint32_t k = 0; k < st->nops; k++) {
         const rs_op *o = &g->ops[st->op_begin + k];
         switch (o->code) {
@@ -1734,24 +1766,25 @@ static int step_footprint(vctx *c, const rs_rank_prog *g, uint32_t s, iv_vec *ou
     return 0;
 }
 
-/* within one step: writes never overlap each other, and a RECV never writes what a SEND reads */
-static int step_internal(vctx *c, uint32_t r, uint32_t s, const iv *fv, size_t fn)
+/* within one step: writes never overlap each other, and a RECV never writes what a SEND reads (quiet:
+ * 1 at a problem, unreported) */
+static int step_internal(vctx *c, uint32_t r, uint32_t s, const iv *fv, size_t fn, int quiet)
 {
     uint64_t wend = 0, recv_end = 0, send_end = 0;
     for (size_t i = 0; i < fn; i++) {
         const iv *x = &fv[i];
         if (x->w) {
             if (x->a < wend)
-                return vfail(c, "rank %u, step %u: staging bytes %llu.. written twice in one step", r, s,
+                return quiet ? 1 : vfail(c, "rank %u, step %u: staging bytes %llu.. written twice in one step", r, s,
                              (unsigned long long)x->a);
             if (x->what == 1 && x->a < send_end)
-                return vfail(c, "rank %u, step %u: a receive overwrites staging bytes %llu.. a send of the same step reads",
+                return quiet ? 1 : vfail(c, "rank %u, step %u: a receive overwrites staging bytes %llu.. a send of the same step reads",
                              r, s, (unsigned long long)x->a);
             if (x->b > wend) wend = x->b;
             if (x->what == 1 && x->b > recv_end) recv_end = x->b;
         } else if (x->what == 2) {
             if (x->a < recv_end)
-                return vfail(c, "rank %u, step %u: a send reads staging bytes %llu.. a receive of the same step writes",
+                return quiet ? 1 : vfail(c, "rank %u, step %u: a send reads staging bytes %llu.. a receive of the same step writes",
                              r, s, (unsigned long long)x->a);
             if (x->b > send_end) send_end = x->b;
         }
@@ -1783,61 +1816,69 @@ static int overlap_conflict(const iv *av, size_t an, const iv *bv, size_t bn, ui
     return 0;
 }
 
+/* The race check of rank r (fp, tmp, at: scratch). acc: quiet (see step_footprint), 1 at a problem. */
+typedef rs_vec(size_t) size_vec;
+static int races_rank(vctx *c, uint32_t r, iv_vec *fp, iv_vec *tmp, size_vec *at, uint64_t *acc)
+{
+    const rs_rank_prog *g = &c->P->ranks[r];
+    int rc = 0, quiet = acc != NULL;
+    if (!g->nsteps) return 0;
+    /* every step's footprint, once */
+    fp->n = 0;
+    at->n = 0;
+    for (uint32_t s = 0; s < g->nsteps && !rc; s++) {
+        rs_vec_push(at, fp->n);
+        rc = step_footprint(c, g, s, fp, tmp, acc);
+    }
+    if (rc) return rc;
+    rs_vec_push(at, fp->n);
+    for (uint32_t s = 0; s < g->nsteps && !rc; s++)
+        rc = step_internal(c, r, s, fp->v + at->v[s], at->v[s + 1] - at->v[s], quiet);
+    /* lane sequences and, per step, the last step of the other lane known complete before it starts */
+    uint32_t *lane_idx = rs_xmalloc(g->nsteps * sizeof *lane_idx);
+    int64_t *before = rs_xmalloc(g->nsteps * sizeof *before);
+    rs_vec(uint32_t) seq[2] = {{0}, {0}};
+    int64_t run[2] = {-1, -1};
+    for (uint32_t s = 0; s < g->nsteps; s++) {
+        int lane = g->steps[s].lane;
+        lane_idx[s] = (uint32_t)seq[lane].n;
+        rs_vec_push(&seq[lane], s);
+        for (uint32_t w = 0; w < g->steps[s].nwaits; w++) {
+            uint32_t t = g->waits[g->steps[s].wait_begin + w];
+            if ((int64_t)lane_idx[t] > run[lane]) run[lane] = lane_idx[t];
+        }
+        before[s] = run[lane];
+    }
+    /* each NET step against the NVL steps that may run at the same time */
+    for (size_t i = 0; i < seq[0].n && !rc; i++) {
+        uint32_t s = seq[0].v[i];
+        int64_t lo = before[s] + 1; /* NVL lane indices >= lo are not known to be complete */
+        if (at->v[s + 1] == at->v[s]) continue;
+        for (size_t j = (size_t)(lo < 0 ? 0 : lo); j < seq[1].n; j++) {
+            uint32_t t = seq[1].v[j];
+            if (before[t] >= (int64_t)i) break; /* this NVL step (and later ones) start after s */
+            uint64_t x;
+            if (overlap_conflict(fp->v + at->v[s], at->v[s + 1] - at->v[s], fp->v + at->v[t], at->v[t + 1] - at->v[t], &x)) {
+                rc = quiet ? 1
+                           : vfail(c, "rank %u: steps %u (NET) and %u (NVL) may run at the same time and both touch staging byte %llu, one writing",
+                                   r, s, t, (unsigned long long)x);
+                break;
+            }
+        }
+    }
+    free(lane_idx);
+    free(before);
+    rs_vec_free(&seq[0]);
+    rs_vec_free(&seq[1]);
+    return rc;
+}
+
 static int check_races(vctx *c)
 {
     iv_vec fp = {0}, tmp = {0};
-    rs_vec(size_t) at = {0};
+    size_vec at = {0};
     int rc = 0;
-    for (uint32_t r = 0; r < c->world && !rc; r++) {
-        const rs_rank_prog *g = &c->P->ranks[r];
-        if (!g->nsteps) continue;
-        /* every step's footprint, once */
-        fp.n = 0;
-        at.n = 0;
-        for (uint32_t s = 0; s < g->nsteps && !rc; s++) {
-            rs_vec_push(&at, fp.n);
-            rc = step_footprint(c, g, s, &fp, &tmp);
-        }
-        if (rc) break;
-        rs_vec_push(&at, fp.n);
-        for (uint32_t s = 0; s < g->nsteps && !rc; s++)
-            rc = step_internal(c, r, s, fp.v + at.v[s], at.v[s + 1] - at.v[s]);
-        /* lane sequences and, per step, the last step of the other lane known complete before it starts */
-        uint32_t *lane_idx = rs_xmalloc(g->nsteps * sizeof *lane_idx);
-        int64_t *before = rs_xmalloc(g->nsteps * sizeof *before);
-        rs_vec(uint32_t) seq[2] = {{0}, {0}};
-        int64_t run[2] = {-1, -1};
-        for (uint32_t s = 0; s < g->nsteps; s++) {
-            int lane = g->steps[s].lane;
-            lane_idx[s] = (uint32_t)seq[lane].n;
-            rs_vec_push(&seq[lane], s);
-            for (uint32_t w = 0; w < g->steps[s].nwaits; w++) {
-                uint32_t t = g->waits[g->steps[s].wait_begin + w];
-                if ((int64_t)lane_idx[t] > run[lane]) run[lane] = lane_idx[t];
-            }
-            before[s] = run[lane];
-        }
-        /* each NET step against the NVL steps that may run at the same time */
-        for (size_t i = 0; i < seq[0].n && !rc; i++) {
-            uint32_t s = seq[0].v[i];
-            int64_t lo = before[s] + 1; /* NVL lane indices >= lo are not known to be complete */
-            if (at.v[s + 1] == at.v[s]) continue;
-            for (size_t j = (size_t)(lo < 0 ? 0 : lo); j < seq[1].n; j++) {
-                uint32_t t = seq[1].v[j];
-                if (before[t] >= (int64_t)i) break; /* this NVL step (and later ones) start after s */
-                uint64_t x;
-                if (overlap_conflict(fp.v + at.v[s], at.v[s + 1] - at.v[s], fp.v + at.v[t], at.v[t + 1] - at.v[t], &x)) {
-                    rc = vfail(c, "rank %u: steps %u (NET) and %u (NVL) may run at the same time and both touch staging byte %llu, one writing",
-                               r, s, t, (unsigned long long)x);
-                    break;
-                }
-            }
-        }
-        free(lane_idx);
-        free(before);
-        rs_vec_free(&seq[0]);
-        rs_vec_free(&seq[1]);
-    }
+    for (uint32_t r = 0; r < c->world && !rc; r++) rc = races_rank(c, r, &fp, &tmp, &at, NULL);
     rs_vec_free(&fp);
     rs_vec_free(&tmp);
     rs_vec_free(&at);
@@ -2443,19 +2484,42 @@ static int check_relays(vctx *c)
 
 static void cov_collect(vctx *c, uint32_t r, const vseg_vec *ld, uint64_t budget);
 
+#define UL_AHEAD1 8
+#define UL_AHEAD2 4
+static inline void ul_prefetch_desc(const prov *p, const struct dcache_ent *ce)
+{
+    if (!p->d || dcache_has(ce, p)) return;
+    const char *d = (const char *)p->d;
+    __builtin_prefetch(d);
+    __builtin_prefetch(d + 64);
+    __builtin_prefetch(d + sizeof(rs_desc) - 1);
+}
+
 static int unpack_like(vctx *c, uint32_t r, const rs_desc *dst, const prov_vec *src_pieces)
 {
     /* destination decomposition once, then each source piece against its slice (into the context's
      * vector: a fresh one grew by reallocation on each of the ~0.7 M calls) */
     vseg_vec *ld = &c->ld;
+    const prov *sp = src_pieces->v;
+    size_t np = src_pieces->n;
+    /* the sources' dcache slots and (when not cached) descs are cold: prefetched ahead of their checks,
+     * in two stages (the slot says whether the desc will be read), the first while dst is decomposed */
+    struct dcache_ent *ce[UL_AHEAD1] = {0}; /* the slots of pieces i .. i + UL_AHEAD1 - 1, by i % UL_AHEAD1 */
+    for (size_t i = 0; i < np && i < UL_AHEAD1; i++)
+        if (sp[i].d) __builtin_prefetch(ce[i] = dcache_slot(c, &sp[i]));
     uint64_t b0 = c->budget, nb = dbytes(dst);
     if (decompose(c, r, dst->loc, dst, 0, nb, ld)) return -1;
     if (c->cov && nb) cov_collect(c, r, ld, c->budget - b0);
+    for (size_t i = 0; i < np && i < UL_AHEAD2; i++) ul_prefetch_desc(&sp[i], ce[i]);
     uint64_t at = 0;
     int rc = 0;
-    for (size_t i = 0; i < src_pieces->n && !rc; i++) {
-        rc = check_delivery(c, r, ld, 0, at, &src_pieces->v[i]);
-        at += src_pieces->v[i].len;
+    for (size_t i = 0; i < np && !rc; i++) {
+        struct dcache_ent *me = ce[i % UL_AHEAD1];
+        if (i + UL_AHEAD1 < np && sp[i + UL_AHEAD1].d)
+            __builtin_prefetch(ce[i % UL_AHEAD1] = dcache_slot(c, &sp[i + UL_AHEAD1]));
+        if (i + UL_AHEAD2 < np) ul_prefetch_desc(&sp[i + UL_AHEAD2], ce[(i + UL_AHEAD2) % UL_AHEAD1]);
+        rc = check_delivery(c, r, ld, 0, at, &sp[i], me);
+        at += sp[i].len;
     }
     return rc;
 }
@@ -2500,8 +2564,7 @@ static int do_phase1(vctx *c, uint32_t r, uint32_t s)
     int sorted = 1;
     for (size_t i = 1; i < c->tw.n && sorted; i++)
         if (c->tw.v[i - 1].start > c->tw.v[i].start) sorted = 0;
-    if (!sorted) pent_sort(c, c->tw.v, c->tw.n);
-    return tassign_batch(c, r, c->tw.v, c->tw.n);
+    return tassign_batch(c, r, sorted ? c->tw.v : pent_sort(c, c->tw.v, c->tw.n), c->tw.n);
 }
 
 static int do_phase3(vctx *c, uint32_t r, uint32_t s)
@@ -3022,12 +3085,39 @@ int rs_plan_verify_all_work(const rs_plan *P, char *err, size_t errlen, uint64_t
     c.world = P->layout.topo.world;
     if (err && errlen) err[0] = 0;
     if (!P->ranks) return vfail(&c, "no programs");
-    for (uint32_t r = 0; r < c.world; r++) {
-        if (!P->ranks[r].loaded) return vfail(&c, "rank %u's program was not loaded (whole-plan checks need every rank)", r);
-        if (rs_plan_verify_rank(P, r, err, errlen)) return -1;
+    /* Each rank's alignment and race checks run right after its structural check, while its program is
+     * in cache (each pass over all programs streamed hundreds of MB from memory), quietly: the checks
+     * between them come first, so a problem (or a run budget they would exceed) is left to the checks in
+     * their order, which report it. The runs the race check takes are taken where it would run. */
+    int align_bad = 0, races_bad = 0;
+    uint64_t race_runs = 0;
+    {
+        u8_vec bk = {0};
+        iv_vec fp = {0}, tmp = {0};
+        size_vec at = {0};
+        int rc = 0;
+        c.reads_dst = rs_xcalloc(c.world + 1, 1);
+        for (uint32_t r = 0; r < c.world && !rc; r++) {
+            if (!P->ranks[r].loaded)
+                rc = vfail(&c, "rank %u's program was not loaded (whole-plan checks need every rank)", r);
+            else if (rs_plan_verify_rank(P, r, err, errlen))
+                rc = -1;
+            if (rc) break;
+            if (!align_bad) align_bad = check_alignment_rank(&c, r, &bk, 1);
+            /* (after an alignment problem, which fails the plan, the races are not needed) */
+            if (!races_bad && !align_bad) races_bad = races_rank(&c, r, &fp, &tmp, &at, &race_runs);
+        }
+        rs_vec_free(&bk);
+        rs_vec_free(&fp);
+        rs_vec_free(&tmp);
+        rs_vec_free(&at);
+        if (rc) {
+            free(c.reads_dst);
+            return -1;
+        }
     }
     c.runs_left = RUNS_MAX;
-    int rc = check_alignment(&c);
+    int rc = align_bad ? check_alignment(&c) : 0;
     if (!rc) {
         G.step_base = rs_xcalloc(c.world + 1, sizeof *G.step_base);
         G.op_base = rs_xcalloc(c.world + 1, sizeof *G.op_base);
@@ -3045,7 +3135,10 @@ int rs_plan_verify_all_work(const rs_plan *P, char *err, size_t errlen, uint64_t
         rc = match_ops(&c, &G);
     }
     if (!rc) rc = build_pieces(&c);
-    if (!rc) rc = check_races(&c);
+    if (!rc) {
+        if (races_bad || race_runs > c.runs_left) rc = check_races(&c);
+        else c.runs_left -= race_runs;
+    }
     if (!rc) rc = check_relays(&c);
     if (!rc) {
         c.pages = rs_xcalloc(c.world, sizeof *c.pages);

@@ -220,6 +220,7 @@ void rs_plan_stats_free(rs_plan_stats *s)
     free(s->domain_need);
     free(s->domain_net_in);
     free(s->rank_net_out);
+    free(s->built_at);
     memset(s, 0, sizeof *s);
 }
 
@@ -350,6 +351,7 @@ int rs_planner_plan(rs_layout *L, const rs_plan_opts *o, rs_plan *out, rs_plan_s
     c.st->domain_need = rs_xcalloc(L->topo.ndomains, sizeof(uint64_t));
     c.st->domain_net_in = rs_xcalloc(L->topo.ndomains, sizeof(uint64_t));
     c.st->rank_net_out = rs_xcalloc(c.world, sizeof(uint64_t));
+    c.st->built_at = rs_xcalloc(c.world + 1, sizeof(uint32_t));
 
     c.net_in = rs_xcalloc(c.world, sizeof *c.net_in);
     c.nvl_out = rs_xcalloc(c.world, sizeof *c.nvl_out);

@@ -54,6 +54,8 @@ typedef struct {
     uint64_t *domain_net_in; /* [ndomains] NET bytes received by ranks of the domain */
     uint32_t world;
     uint64_t *rank_net_out;  /* [world] NET bytes each rank sends */
+    uint32_t *built_at;      /* [world] 1 + the tensor after which pass 3 built the rank's program (its last
+                                part's), 0: built after pass 3 (no part) */
     double seconds[6];       /* wall time: bindings, pass 1 (+LPT), pass 2, pass 3, programs, verification */
     uint64_t peak_kib[6];    /* the process's peak resident memory at the end of each of them (KiB) */
 } rs_plan_stats;

@@ -1994,6 +1994,7 @@ void pl_tensor_planned(pl_ctx *c)
         uint32_t r = c->done_order[c->done_at];
         if (!c->rank_last[r] || c->rank_last[r] > c->ti + 1) break;
         build_rank(c, r);
+        c->st->built_at[r] = c->ti + 1;
         c->done_at++;
     }
 }

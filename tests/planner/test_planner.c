@@ -211,6 +211,10 @@ static void unit_pipeline_pins(void)
     if (plan_it(&L, 0, &P, &S)) return;
     /* only stage ranks send; every rank of a stage sends its half */
     for (uint32_t r = 0; r < 8; r++) CHECK(S.rank_net_out[r] == 2 * 32 * 16 * 2 / 2);
+    /* a stage's programs are built (and their planning ops freed) once its two layers are planned; the
+     * receivers' after the last layer */
+    for (uint32_t r = 0; r < 8; r++) CHECK(S.built_at[r] == 2 * (r / 2) + 2);
+    for (uint32_t r = 8; r < 16; r++) CHECK(S.built_at[r] == 8);
     rs_plan_stats_free(&S);
     rs_plan_free(&P);
 }

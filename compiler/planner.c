@@ -5,6 +5,7 @@
 
 #include "cost.h"
 
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -416,6 +417,9 @@ int rs_planner_plan(rs_layout *L, const rs_plan_opts *o, rs_plan *out, rs_plan_s
         char verr[512];
         int vrc = rs_plan_verify_all(out, verr, sizeof verr);
         if (stats) stats->seconds[5] = now_s() - t, stats->peak_kib[5] = peak_kib();
+#ifdef __GLIBC__
+        malloc_trim(0); /* the verifier's pages, before the plan is encoded next to it */
+#endif
         if (vrc) {
             snprintf(err, errlen, "internal error: the plan failed verification (a planner bug): %s", verr);
             *L = out->layout;

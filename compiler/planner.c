@@ -5,7 +5,9 @@
 
 #include "cost.h"
 
+#ifdef __GLIBC__
 #include <malloc.h>
+#endif
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>

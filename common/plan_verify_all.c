@@ -1524,13 +1524,11 @@ static void radix_sort_u64(uint64_t *v, uint64_t *tmp, size_t n, unsigned lo, un
     if (src != v) memcpy(v, src, n * sizeof *v);
 }
 
-/* match_ops on up to 2^15 ranks: each SEND/RECV as one word (lane, a, b, kind, global op), 16 bytes a
- * message end in all instead of the records' ~80 with their sort (a ~70 MB of fresh pages per verify on
- * DeepSeek-V3, expensive to fault in); the same pairs and the same first error. */
-static int match_ops_packed(vctx *c, vglob *G, unsigned wb)
+/* Every rank's ops: record each op's global step, and hand each SEND/RECV to `put` as its message end
+ * (lane, a = sender, b = receiver; recv; global op), in rank-program order. Both matchers start here. */
+static inline void msg_ends(vctx *c, vglob *G, void (*put)(void *, uint32_t, uint32_t, uint32_t, int, uint32_t),
+                            void *ctx)
 {
-    uint64_t *x = rs_xmalloc((G->nops + 1) * sizeof *x); /* pages that no message end takes stay untouched */
-    size_t n = 0;
     for (uint32_t r = 0; r < c->world; r++) {
         const rs_rank_prog *g = &c->P->ranks[r];
         for (uint32_t s = 0; s < g->nsteps; s++)
@@ -1539,11 +1537,46 @@ static int match_ops_packed(vctx *c, vglob *G, unsigned wb)
                 const rs_op *o = &g->ops[oi];
                 G->op_step[G->op_base[r] + oi] = G->step_base[r] + s;
                 if (o->code != RS_OP_SEND && o->code != RS_OP_RECV) continue;
-                uint64_t a = o->code == RS_OP_SEND ? r : o->peer, b = o->code == RS_OP_SEND ? o->peer : r;
-                uint64_t key = (uint64_t)g->steps[s].lane << (2 * wb) | a << wb | b;
-                x[n++] = key << 33 | (uint64_t)(o->code == RS_OP_RECV) << 32 | (G->op_base[r] + oi);
+                int recv = o->code == RS_OP_RECV;
+                put(ctx, g->steps[s].lane, recv ? o->peer : r, recv ? r : o->peer, recv, G->op_base[r] + oi);
             }
     }
+}
+
+typedef struct {
+    uint64_t *x;
+    size_t n;
+    unsigned wb;
+} packed_ends;
+
+static void put_packed(void *ctx, uint32_t lane, uint32_t a, uint32_t b, int recv, uint32_t gop)
+{
+    packed_ends *e = ctx;
+    uint64_t key = (uint64_t)lane << (2 * e->wb) | (uint64_t)a << e->wb | b;
+    e->x[e->n++] = key << 33 | (uint64_t)recv << 32 | gop;
+}
+
+typedef struct {
+    rs_vec(mrec) recs;
+    unsigned wb;
+} rec_ends;
+
+static void put_rec(void *ctx, uint32_t lane, uint32_t a, uint32_t b, int recv, uint32_t gop)
+{
+    rec_ends *e = ctx;
+    mrec m = {(uint64_t)lane << (2 * e->wb) | (uint64_t)a << e->wb | b, 0, gop, (uint8_t)recv};
+    rs_vec_push(&e->recs, m);
+}
+
+/* match_ops on up to 2^15 ranks: each SEND/RECV as one word (lane, a, b, kind, global op), 16 bytes a
+ * message end in all instead of the records' ~80 with their sort (a ~70 MB of fresh pages per verify on
+ * DeepSeek-V3, expensive to fault in); the same pairs and the same first error. */
+static int match_ops_packed(vctx *c, vglob *G, unsigned wb)
+{
+    packed_ends e = {rs_xmalloc((G->nops + 1) * sizeof *e.x), 0, wb}; /* untaken pages stay untouched */
+    msg_ends(c, G, put_packed, &e);
+    uint64_t *x = e.x;
+    size_t n = e.n;
     /* by (key, kind), stably: per key the sends, then the receives, each in program order */
     if (n > 1) {
         uint64_t *tmp = rs_xmalloc(n * sizeof *tmp);
@@ -1575,26 +1608,14 @@ static int match_ops_packed(vctx *c, vglob *G, unsigned wb)
 
 static int match_ops(vctx *c, vglob *G)
 {
-    rs_vec(mrec) recs = {0};
     /* the key (lane, a, b) in as few bits as the world needs: as many radix passes as that takes (2 instead
      * of 4 on 512 ranks), and the same order as lane << 42 | a << 21 | b */
     unsigned wb = 1;
     while (wb < 21 && (c->world - 1) >> wb) wb++;
     if (wb <= 15) return match_ops_packed(c, G, wb);
-    for (uint32_t r = 0; r < c->world; r++) {
-        const rs_rank_prog *g = &c->P->ranks[r];
-        for (uint32_t s = 0; s < g->nsteps; s++)
-            for (uint32_t k = 0; k < g->steps[s].nops; k++) {
-                uint32_t oi = g->steps[s].op_begin + k;
-                const rs_op *o = &g->ops[oi];
-                G->op_step[G->op_base[r] + oi] = G->step_base[r] + s;
-                if (o->code != RS_OP_SEND && o->code != RS_OP_RECV) continue;
-                uint32_t a = o->code == RS_OP_SEND ? r : o->peer, b = o->code == RS_OP_SEND ? o->peer : r;
-                mrec m = {(uint64_t)g->steps[s].lane << (2 * wb) | (uint64_t)a << wb | b, 0, G->op_base[r] + oi,
-                          (uint8_t)(o->code == RS_OP_RECV)};
-                rs_vec_push(&recs, m);
-            }
-    }
+    rec_ends e = {{0}, wb};
+    msg_ends(c, G, put_rec, &e);
+    __typeof__(e.recs) recs = e.recs;
     /* sequence numbers per (key, kind) in program order: records are in rank-program order already, so a
      * stable count per key works after grouping; do it with a sort by (key, kind, gop) */
     for (size_t i = 0; i < recs.n; i++) recs.v[i].seq = recs.v[i].gop;

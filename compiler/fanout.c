@@ -36,11 +36,6 @@ static int emit(pl_ctx *c, const pl_cell *cell, pl_part *p, uint32_t ncand)
         /* the ranks this part involves (a sender chosen by LPT: when it is chosen) */
         if (p->s != RS_NONE) pl_involve(c, p->s);
         pl_involve(c, p->r);
-        if (p->kind == PL_NET && p->fset) {
-            uint32_t nf;
-            const uint32_t *f = pl_intern_list(&c->fsets, p->fset, &nf);
-            for (uint32_t q = 0; q < nf; q++) pl_involve(c, f[q]);
-        }
         c->st->parts++;
         if (p->kind == PL_LOCAL) c->st->local_bytes += p->bytes;
         else if (p->kind == PL_NVL) c->st->nvl_bytes += p->bytes;
@@ -48,7 +43,8 @@ static int emit(pl_ctx *c, const pl_cell *cell, pl_part *p, uint32_t ncand)
             c->st->net_bytes += p->bytes;
             if (p->relay) c->st->relay_bytes += p->bytes;
             uint32_t nf;
-            pl_intern_list(&c->fsets, p->fset, &nf);
+            const uint32_t *f = pl_intern_list(&c->fsets, p->fset, &nf);
+            for (uint32_t q = 0; q < nf; q++) pl_involve(c, f[q]); /* the forwarders */
             c->st->fwd_bytes += p->bytes * nf;
             c->st->domain_net_in[c->L->topo.domain_of[p->r]] += p->bytes;
         }

@@ -81,6 +81,9 @@ typedef struct {
     rs_dtype dtype;
     uint32_t ndim;
     int64_t shape[RS_MAX_DIMS];
+    /* 1: a buffer group (docs/language.md): the name holds one "{*}", and the first dimension of the
+     * buffer on a rank indexes members bound separately, member j named with j in place of "{*}". */
+    uint8_t group;
 } rs_buffer;
 
 typedef enum { RS_PLACE_REPLICATE = 0, RS_PLACE_SHARD = 1, RS_PLACE_PIN = 2 } rs_place_kind;

@@ -17,6 +17,7 @@ extern "C" {
 #define RS_VERSION_STRING "0.1.0"
 #define RS_PLAN_MAJOR 1
 #define RS_PLAN_MINOR 0
+#define RS_PLAN_MINOR_GROUPS 1 /* the minor version of a plan with buffer groups */
 
 /* Lanes: NET steps run on one stream/communicator (all ranks), NVL steps on another (NVLink domain). */
 enum { RS_LANE_NET = 0, RS_LANE_NVL = 1, RS_NLANES = 2 };
@@ -116,6 +117,30 @@ void rs_plan_free(rs_plan *P);
 
 /* Index of the binding of layout buffer `buffer` on rank prog r, or RS_NONE. */
 uint32_t rs_rank_binding(const rs_rank_prog *r, uint32_t buffer);
+
+/* ---- buffer groups (format 1.1, docs/format.md) ----
+ * A binding of a group buffer is shape[0] members of bytes / shape[0] bytes each, bound separately; the
+ * plan addresses the group as if its members lay back to back. A plain binding is one member. */
+uint64_t rs_binding_members(const rs_layout *L, const rs_binding *b);
+uint64_t rs_binding_member_bytes(const rs_layout *L, const rs_binding *b);
+/* Member j's name: the group's pattern with j in place of its "{*}". Returns the length it needs
+ * (like snprintf; the output is truncated to n - 1 bytes). */
+int rs_member_name(const char *pattern, uint64_t j, char *out, size_t n);
+/* Does `name` name a member of group `pattern` (returns 1 and the member in *j)? */
+int rs_member_of(const char *pattern, const char *name, uint64_t *j);
+/* A descriptor on a group of members of m bytes must be a sequence of member-local runs: its dims of
+ * more than one step are first some whose strides are multiples of m, then some with strides below m,
+ * and the latter, from offset % m, end inside the member. Returns those runs' bytes (the product of the
+ * inner dims' counts; 1 for an empty descriptor), or 0 when d is not so. */
+uint64_t rs_desc_member_chunk(const rs_desc *d, uint64_t m);
+/* The same byte stream as d with dims such that the innermost ones span exactly `chunk` bytes (one dim
+ * may be split in two): out's dims [0, *nouter) step through the chunks. Returns 0, or -1 when d's stream
+ * cannot be cut at every `chunk` bytes along its dims (or the result needs more than 8 dims). */
+int rs_desc_cut(const rs_desc *d, uint64_t chunk, rs_desc *out, uint32_t *nouter);
+/* The chunk an op's two descriptors are cut at so that every piece lies inside one member on both sides
+ * (the gcd of the member-local runs of its sides on groups), or 0 when they cannot be; `ma`, `mb`: member
+ * bytes of each side (0: not a group). With neither side on a group, the op's byte count. */
+uint64_t rs_op_group_chunk(const rs_desc *a, uint64_t ma, const rs_desc *b, uint64_t mb);
 
 /* ---- plan.bin ---- errors are returned as fixed reason strings written into err (never printed). */
 

@@ -324,6 +324,9 @@ void rs_plan_dump_rank(FILE *f, const rs_plan *P, uint32_t rank)
         rs_plan_print_name(f, b ? b->name : "?");
         fputs(" : ", f);
         print_shape(f, x->shape, x->ndim);
+        if (b && b->group)
+            fprintf(f, "  group: %llu members of %llu bytes", (unsigned long long)rs_binding_members(L, x),
+                    (unsigned long long)rs_binding_member_bytes(L, x));
         fputc('\n', f);
     }
     if (g->nsteps) rs_plan_dump_op_columns(f);

@@ -233,7 +233,9 @@ static int dec_layout(rs_cur *c, const strings *S, uint32_t world, rs_layout *L,
     for (uint32_t i = 0; i < L->nbuffers && !c->bad; i++) {
         rs_buffer *b = &L->buffers[i];
         b->name = name_at(c, S);
-        b->side = (rs_side)get(c, RS_DST);
+        uint32_t sf = (uint32_t)get(c, RS_DST | 2);
+        b->side = (rs_side)(sf & 1);
+        b->group = (uint8_t)(sf >> 1);
         b->dtype = (rs_dtype)get(c, RS_DT_COUNT - 1);
         b->ndim = (uint32_t)get(c, RS_MAX_DIMS);
         for (uint32_t d = 0; d < b->ndim && !c->bad; d++) b->shape[d] = rs_cur_sv(c);

@@ -131,6 +131,10 @@ int rs_plan_check_layout(const rs_layout *L, char *err, size_t errlen)
         if (b->ndim > RS_MAX_DIMS) return bad(err, errlen, "layout: buffer '%s' has %u dims", b->name, b->ndim);
         if (!shape_ok(b->shape, b->ndim, rs_dtype_size(b->dtype), NULL))
             return bad(err, errlen, "layout: buffer '%s' shape negative or too large", b->name);
+        const char *star = strstr(b->name, "{*}");
+        if (b->group > 1 || !b->group != !star || (star && strstr(star + 1, "{*}")))
+            return bad(err, errlen, "layout: buffer '%s': a group's name holds one '{*}', another buffer's none",
+                       b->name);
     }
 
     for (uint32_t i = 0; i < L->npieces; i++) {
@@ -237,10 +241,25 @@ int rs_plan_verify_rank(const rs_plan *P, uint32_t rank, char *err, size_t errle
             rc = bad(err, errlen, "rank %u: binding of '%s': byte size does not match its shape", rank, b->name);
         else if (b->ndim && (x->ndim != b->ndim || memcmp(x->shape, b->shape, b->ndim * sizeof b->shape[0])))
             rc = bad(err, errlen, "rank %u: binding of '%s': shape differs from the buffer's", rank, b->name);
+        else if (b->group && x->ndim == 0)
+            rc = bad(err, errlen, "rank %u: binding of group '%s' has no member dimension", rank, b->name);
         seen[x->buffer / 8] |= (uint8_t)(1u << (x->buffer % 8));
     }
     free(seen);
     if (rc) return rc;
+    /* Member bytes of each binding on a group (0: a plain binding): its ops must cut at member bounds. */
+    uint64_t *mbytes = NULL;
+    for (uint32_t i = 0; i < g->nbindings; i++)
+        if (L->buffers[g->bindings[i].buffer].group) {
+            if (!mbytes) mbytes = rs_xcalloc(g->nbindings, sizeof *mbytes);
+            mbytes[i] = rs_binding_member_bytes(L, &g->bindings[i]);
+            if (!mbytes[i] && g->bindings[i].bytes) {
+                free(mbytes);
+                return bad(err, errlen, "rank %u: binding of group '%s' has no members", rank,
+                           L->buffers[g->bindings[i].buffer].name);
+            }
+        }
+#define MEMBER_BYTES(loc) (mbytes && (loc) != RS_LOC_STAGING ? mbytes[loc] : 0)
 
     /* Descriptors are checked where an op first uses them (one pass over memory instead of two), the
      * unused ones at the end. used[] has two bits per descriptor: checked as a source (may overlap),
@@ -254,6 +273,7 @@ int rs_plan_verify_rank(const rs_plan *P, uint32_t rank, char *err, size_t errle
             const char *why_ = desc_problem(g, &g->descs[i_], !(written));                         \
             if (why_) {                                                                            \
                 free(used);                                                                        \
+                free(mbytes);                                                                      \
                 return bad(err, errlen, "rank %u: descriptor %u: %s", rank, i_, why_);             \
             }                                                                                      \
             used[i_ / 32] |= (uint64_t)((written) ? 3 : 1) << (2 * (i_ % 32));                    \
@@ -263,11 +283,13 @@ int rs_plan_verify_rank(const rs_plan *P, uint32_t rank, char *err, size_t errle
 #define RET_BAD(...)                                                                               \
     do {                                                                                           \
         free(used);                                                                                \
+        free(mbytes);                                                                              \
         return bad(err, errlen, __VA_ARGS__);                                                      \
     } while (0)
 #define RET_OPBAD(...)                                                                             \
     do {                                                                                           \
         free(used);                                                                                \
+        free(mbytes);                                                                              \
         return OPBAD(__VA_ARGS__);                                                                 \
     } while (0)
     uint64_t next_op = 0, next_wait = 0;
@@ -307,6 +329,9 @@ int rs_plan_verify_rank(const rs_plan *P, uint32_t rank, char *err, size_t errle
                     RET_OPBAD("location is not a binding", rank, s, oi, name);
                 if (rs_uadd_ovf(o->off, o->bytes, &end) || end > loc_size(g, o->loc))
                     RET_OPBAD("bytes outside %s", rank, s, oi, name, loc_name(P, g, o->loc));
+                uint64_t m = MEMBER_BYTES(o->loc);
+                if (m && o->bytes && o->off / m != (end - 1) / m)
+                    RET_OPBAD("bytes cross a member boundary of group '%s'", rank, s, oi, name, loc_name(P, g, o->loc));
                 if (o->code == RS_OP_RECV && o->loc != RS_LOC_STAGING &&
                     L->buffers[g->bindings[o->loc].buffer].side != RS_DST)
                     RET_OPBAD("writes into source buffer '%s'", rank, s, oi, name, loc_name(P, g, o->loc));
@@ -328,6 +353,10 @@ int rs_plan_verify_rank(const rs_plan *P, uint32_t rank, char *err, size_t errle
                 uint64_t na = rs_desc_bytes(a), nb = rs_desc_bytes(b);
                 if (na != nb || na != o->bytes || na == UINT64_MAX)
                     RET_OPBAD("source, destination and op byte counts differ", rank, s, oi, name);
+                uint64_t ma = MEMBER_BYTES(a->loc), mb = MEMBER_BYTES(b->loc);
+                if ((ma || mb) && !rs_op_group_chunk(a, ma, b, mb))
+                    RET_OPBAD("does not split into pieces inside one member of group '%s'", rank, s, oi, name,
+                              loc_name(P, g, ma ? a->loc : b->loc));
                 break;
             }
             default:
@@ -338,6 +367,8 @@ int rs_plan_verify_rank(const rs_plan *P, uint32_t rank, char *err, size_t errle
     }
     for (uint32_t i = 0; i < g->ndescs; i++) DESC_CHECK(i, 0); /* the ones no op uses */
     free(used);
+    free(mbytes);
+#undef MEMBER_BYTES
 #undef DESC_CHECK
 #undef RET_BAD
 #undef RET_OPBAD

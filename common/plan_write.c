@@ -134,7 +134,7 @@ static void enc_layout(const rs_layout *L, strtab *st, bytes_t *b)
     for (uint32_t i = 0; i < L->nbuffers; i++) {
         const rs_buffer *u = &L->buffers[i];
         put_uv(b, str_add(st, u->name));
-        put_uv(b, (uint32_t)u->side);
+        put_uv(b, (uint32_t)u->side | (uint32_t)(u->group != 0) << 1); /* bit 1: a group (1.1) */
         put_uv(b, (uint32_t)u->dtype);
         put_uv(b, u->ndim);
         for (uint32_t d = 0; d < u->ndim; d++) put_sv(b, u->shape[d]);
@@ -272,7 +272,10 @@ static int encode(rs_plan *P, encoded *E, char *err, size_t errlen)
     memset(h, 0, sizeof E->head);
     memcpy(h + RS_HDR_MAGIC, RS_PLAN_MAGIC, RS_PLAN_MAGIC_LEN);
     rs_le16(h + RS_HDR_MAJOR, RS_PLAN_MAJOR);
-    rs_le16(h + RS_HDR_MINOR, RS_PLAN_MINOR);
+    /* 1.1 only says that the plan has buffer groups: a plan without one stays readable by 1.0 readers. */
+    int groups = 0;
+    for (uint32_t i = 0; i < L->nbuffers; i++) groups |= L->buffers[i].group != 0;
+    rs_le16(h + RS_HDR_MINOR, groups ? RS_PLAN_MINOR_GROUPS : RS_PLAN_MINOR);
     rs_le32(h + RS_HDR_LEN, RS_HDR_SIZE_1_0);
     rs_le32(h + RS_HDR_NSECTIONS, RS_SEC_COUNT_1_0);
     rs_le32(h + RS_HDR_WORLD, L->topo.world);

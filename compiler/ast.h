@@ -93,7 +93,7 @@ typedef struct ast_strpart {
     struct ast_strpart *next;
     const char *text; /* NULL for an interpolation */
     uint32_t len;
-    ast_expr *expr;
+    ast_expr *expr;   /* NULL (with text NULL) for `{*}`, the member of a buffer group */
 } ast_strpart;
 
 typedef struct {

@@ -102,6 +102,7 @@ typedef struct {
     int64_t ext[PL_ND];   /* block extents */
     int64_t frad[PL_NF];  /* radix */
     int64_t fw[PL_NF];    /* weight inside its tensor dim (product of the radices inside it) */
+    uint64_t mbytes;      /* a buffer group's member bytes (the stride of its first dim), else 0 */
     /* the box, for the no-refinement path */
     int64_t bext[PL_ND];
     uint64_t bstr[PL_ND];
@@ -312,6 +313,7 @@ typedef struct pl_ctx {
     int64_t (*bind_shape)[PL_ND];
     uint32_t *bind_nd;
     uint64_t *bind_memo; /* [world]: the last lookup, buffer << 32 | (binding + 1) */
+    uint64_t *bind_mb;   /* member bytes of each binding on a buffer group (0: plain); NULL without groups */
 
     /* current tensor */
     pl_arena tar; /* what lives as long as the tensor: grids, caches, cell sweep */
@@ -382,6 +384,11 @@ int pl_bindings(pl_ctx *c);
 uint64_t *pl_block_cache(pl_ctx *c, uint32_t slot, uint32_t base);
 uint32_t pl_binding(const pl_ctx *c, uint32_t rank, uint32_t buffer); /* RS_NONE if not bound */
 /* The same, remembering each rank's last lookup (consecutive parts mostly use the same buffer on a rank). */
+/* Member bytes of binding `loc` of `rank` when it is on a buffer group, else 0 (staging included). */
+static inline uint64_t pl_loc_mbytes(const pl_ctx *c, uint32_t rank, uint32_t loc)
+{
+    return c->bind_mb && loc != RS_LOC_STAGING ? c->bind_mb[c->bind_begin[rank] + loc] : 0;
+}
 static inline uint32_t pl_binding_memo(pl_ctx *c, uint32_t rank, uint32_t buffer)
 {
     uint64_t m = c->bind_memo[rank];

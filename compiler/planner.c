@@ -281,6 +281,7 @@ static void ctx_free(pl_ctx *c)
     free(c->bind_shape);
     free(c->bind_nd);
     free(c->bind_memo);
+    free(c->bind_mb);
     free(c->net_in);
     free(c->nvl_out);
     free(c->nic_out);

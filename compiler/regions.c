@@ -93,6 +93,14 @@ int pl_bindings(pl_ctx *c)
     for (uint32_t r = 1; r <= c->world; r++)
         if (c->bind_begin[r] < c->bind_begin[r - 1]) c->bind_begin[r] = c->bind_begin[r - 1];
     rs_vec_free(&v);
+    for (size_t i = 0; i < n; i++) {
+        const rs_buffer *b = &L->buffers[c->bind_buf[i]];
+        if (!b->group) continue;
+        if (!c->bind_mb) c->bind_mb = rs_xcalloc(n, sizeof *c->bind_mb);
+        uint64_t mb = (uint64_t)rs_dtype_size(b->dtype);
+        for (uint32_t d = 1; d < c->bind_nd[i]; d++) mb *= (uint64_t)c->bind_shape[i][d];
+        c->bind_mb[i] = mb;
+    }
     return rc;
 }
 
@@ -588,6 +596,7 @@ int pl_bmap_build(const rs_layout *L, uint32_t piece, const int64_t *blo, const 
     SB[bnd] = 1;
     for (int d = (int)bnd - 1; d >= 0; d--) SB[d] = SB[d + 1] * B[d];
     m->bnd = bnd;
+    m->mbytes = b->group && bnd ? bstr[0] : 0;
     for (uint32_t d = 0; d < bnd; d++) {
         m->bext[d] = B[d];
         m->bstr[d] = bstr[d];
@@ -671,8 +680,9 @@ static int dim_fbox(const pl_bmap *m, uint32_t first, uint32_t last, int64_t x, 
     return 0;
 }
 
-/* Fold dims whose outer stride equals the inner span, drop unit dims. */
-static void desc_fold(rs_desc *d, uint64_t *cnt, uint64_t *str, uint32_t n)
+/* Fold dims whose outer stride equals the inner span, drop unit dims. On a buffer group (members of mb
+ * bytes) a dim stepping through members is never folded into one inside a member. */
+static void desc_fold(rs_desc *d, uint64_t *cnt, uint64_t *str, uint32_t n, uint64_t mb)
 {
     uint64_t c[PL_NF + 1], s[PL_NF + 1];
     uint32_t k = 0;
@@ -686,7 +696,7 @@ static void desc_fold(rs_desc *d, uint64_t *cnt, uint64_t *str, uint32_t n)
     uint32_t w = k;
     for (int i = (int)k - 2; i >= 0; i--) {
         uint32_t in = (uint32_t)i + 1;
-        if (s[i] == c[in] * s[in]) {
+        if (s[i] == c[in] * s[in] && !(mb && s[i] >= mb && s[in] < mb)) {
             c[in] *= c[i];
             /* remove dim i */
             for (uint32_t j = (uint32_t)i; j + 1 < w; j++) {
@@ -755,7 +765,7 @@ int pl_bmap_desc(const pl_bmap *m, const int64_t *lo, const int64_t *hi, rs_desc
         k = last + 1;
     }
     /* the innermost F dim has the element as its stride: make it bytes */
-    if (n == 0 || str[n - 1] != m->es) {
+    if (n == 0 || str[n - 1] != m->es || (m->mbytes && str[n - 1] >= m->mbytes)) {
         cnt[n] = m->es;
         str[n] = 1;
         n++;
@@ -764,7 +774,7 @@ int pl_bmap_desc(const pl_bmap *m, const int64_t *lo, const int64_t *hi, rs_desc
         str[n - 1] = 1;
     }
     d->offset = off;
-    desc_fold(d, cnt, str, n);
+    desc_fold(d, cnt, str, n, m->mbytes);
     if (d->ndim > PL_PD) return -1; /* the planner's ops keep at most PL_PD dims */
     return 1;
 }

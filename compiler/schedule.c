@@ -202,6 +202,40 @@ static int try_extend(pl_pop *y, const pl_pop *x, int relaxed)
     return 1;
 }
 
+/* One side of an op as a descriptor (a staging side's offset is symbolic: only its counts matter here). */
+static void pop_side_desc(const pl_pop *p, int side, rs_desc *d)
+{
+    memset(d, 0, sizeof *d);
+    d->ndim = p->nd[side];
+    d->offset = p->off[side];
+    memcpy(d->count, pl_pcnt_c(p, side), d->ndim * sizeof d->count[0]);
+    memcpy(d->stride, pl_pstr_c(p, side), d->ndim * sizeof d->stride[0]);
+}
+
+/* Does op p split into pieces inside one member of each buffer group it touches (docs/format.md)? */
+static int pop_group_ok(const pl_pop *p, uint64_t m0, uint64_t m1)
+{
+    rs_desc a, b;
+    pop_side_desc(p, 0, &a);
+    pop_side_desc(p, 1, &b);
+    return rs_op_group_chunk(&a, m0, &b, m1) != 0;
+}
+
+/* try_extend, keeping an op on a buffer group splittable at member boundaries. */
+static int extend(const pl_ctx *c, const pl_stepb *b, pl_pop *y, const pl_pop *x)
+{
+    if (c->bind_mb) {
+        uint64_t m0 = pl_loc_mbytes(c, b->rank, y->loc[0]), m1 = pl_loc_mbytes(c, b->rank, y->loc[1]);
+        if (m0 || m1) {
+            pl_pop t = *y;
+            if (!try_extend(&t, x, c->o->strided_reads) || !pop_group_ok(&t, m0, m1)) return 0;
+            *y = t;
+            return 1;
+        }
+    }
+    return try_extend(y, x, c->o->strided_reads);
+}
+
 static inline uint32_t mslot_hash(uint32_t sloc, uint32_t dloc, uint32_t tag)
 {
     uint64_t h = ((uint64_t)sloc << 32 | dloc) * 0x9e3779b97f4a7c15ull ^ (uint64_t)tag * 0xc2b2ae3d27d4eb4full;
@@ -363,9 +397,9 @@ static void add_pop(pl_ctx *c, uint32_t sbid, const pl_pop *x, uint32_t lane_tag
     pl_mslot *e = mslot_get(c, b, x->loc[0], x->loc[1], x->code | lane_tag << 8);
     uint32_t cur = e->cur, prev = e->prev;
     pl_pop *y = cur ? pop_at(b, cur - 1) : NULL;
-    if (y && try_extend(y, x, c->o->strided_reads)) return;
+    if (y && extend(c, b, y, x)) return;
     if (cur) {
-        if (prev && try_extend(pop_at(b, prev - 1), y, c->o->strided_reads)) {
+        if (prev && extend(c, b, pop_at(b, prev - 1), y)) {
             y->dead = 1;
             if (cur == b->nops) b->nops--; /* the last op: x takes its place (no slot refers to it) */
         } else {
@@ -383,7 +417,7 @@ static void close_step_merges(pl_ctx *c, pl_stepb *b)
     mslot_flush(b);
     for (uint32_t j = 0; j < b->mcap; j++) {
         uint32_t cur = b->mt[j].cur, prev = b->mt[j].prev;
-        if (cur && prev && try_extend(pop_at(b, prev - 1), pop_at(b, cur - 1), c->o->strided_reads))
+        if (cur && prev && extend(c, b, pop_at(b, prev - 1), pop_at(b, cur - 1)))
             pop_at(b, cur - 1)->dead = 1;
     }
     free(b->mt);
@@ -547,6 +581,10 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
         x.code = RS_OP_COPY;
         set_local(&x, 0, E->sloc, &sd);
         set_local(&x, 1, E->dloc, &dd);
+        /* between buffers that do not cut alike at member boundaries: smaller boxes until they do */
+        if (c->bind_mb && (E->sm->mbytes || E->dm->mbytes) &&
+            !pop_group_ok(&x, pl_loc_mbytes(c, p->r, E->sloc), pl_loc_mbytes(c, p->r, E->dloc)))
+            return 2;
         add_pop(c, sb_get(c, p->r, RS_LANE_NVL, -1), &x, 0);
         return 0;
     }

@@ -1,11 +1,13 @@
 /* sema.c - elaboration and checks: runs the layout program (consts, loops, ifs, includes), builds
  * the rs_layout (topology, meshes, tensors, buffers, pieces) and checks it: names, bounds, buffer
  * consistency, box sizes per rank, source coverage of every destination, overlaps in buffers. */
+#define _GNU_SOURCE /* memmem */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ast.h"
+#include "plan.h"
 #include "util.h"
 
 /* ---------------------------------------------------------------- string -> index hash map */
@@ -109,8 +111,8 @@ typedef struct {
     uint32_t nest;
     int fatal;
     uint64_t name_bytes;
-    char *nb[2];
-    size_t nbcap[2];
+    char *nb[3];
+    size_t nbcap[3];
     uint8_t *define_used;
     /* topology as written */
     int has_topo;
@@ -294,13 +296,20 @@ static int eval(sema *S, const ast_expr *e, int64_t *v)
 
 /* Evaluate a string (name) into scratch buffer `slot`; returns its length or -1. The result stays
  * valid until the next evaluation into the same slot. */
+enum { SLOT_NAME = 0, SLOT_BUFFER = 1, SLOT_PATH = 2 };
+
 static int64_t eval_str(sema *S, const ast_str *s, int slot, const char **out)
 {
     if (s->lit) {
+        if (memmem(s->lit, s->litlen, "{*}", 3)) {
+            ERR(s->loc, "'{*}' written as '{{*}}' in a name: it is reserved for the members of a buffer group");
+            return -1;
+        }
         *out = s->lit;
         return s->litlen;
     }
     size_t n = 0;
+    int members = 0;
     for (const ast_strpart *p = s->parts; p; p = p->next) {
         char num[24];
         const char *t = num;
@@ -308,6 +317,18 @@ static int64_t eval_str(sema *S, const ast_str *s, int slot, const char **out)
         if (p->text) {
             t = p->text;
             k = p->len;
+        } else if (!p->expr) {
+            if (slot != SLOT_BUFFER) {
+                ERR(s->loc, "'{*}' stands for the members of a buffer group: it is allowed only in the buffer "
+                            "name after `as`");
+                return -1;
+            }
+            if (members++) {
+                ERR(s->loc, "a buffer group's name holds one '{*}'");
+                return -1;
+            }
+            t = "{*}";
+            k = 3;
         } else {
             int64_t v;
             if (eval(S, p->expr, &v)) return -1;
@@ -340,6 +361,11 @@ static int64_t eval_str(sema *S, const ast_str *s, int slot, const char **out)
     }
     S->nb[slot][n] = 0;
     *out = S->nb[slot];
+    const char *star = memmem(S->nb[slot], n, "{*}", 3);
+    if (star && (!members || memmem(star + 1, n - (size_t)(star + 1 - S->nb[slot]), "{*}", 3))) {
+        ERR(s->loc, "'{*}' written as '{{*}}' in a name: it is reserved for the members of a buffer group");
+        return -1;
+    }
     return (int64_t)n;
 }
 
@@ -1069,7 +1095,7 @@ static void elab_piece(sema *S, const ast_stmt *st)
 
     /* buffer */
     const char *bname;
-    int64_t blen = eval_str(S, P->buffer, 1, &bname);
+    int64_t blen = eval_str(S, P->buffer, SLOT_BUFFER, &bname);
     if (blen < 0) bad = 1;
     int explicit_ = P->shape != NULL;
     int64_t bshape[RS_MAX_DIMS];
@@ -1108,6 +1134,14 @@ static void elab_piece(sema *S, const ast_stmt *st)
     uint32_t bi = smap_get(&S->bmap[P->side], bname, (uint32_t)blen, bh);
     if (bi == RS_NONE) {
         rs_buffer b = {.side = (rs_side)P->side, .dtype = t->dtype, .ndim = bnd};
+        b.group = strstr(bname, "{*}") != NULL;
+        if (b.group && (explicit_ ? bnd : t->ndim) < 2) {
+            ERR(P->buffer->loc, "buffer group '%s' needs two dimensions or more: the first indexes its members, "
+                                "the others are each member's (%s has %u)", bname, explicit_ ? "its shape" : "the tensor",
+                explicit_ ? bnd : t->ndim);
+            tinf->bad_piece = 1;
+            return;
+        }
         memcpy(b.shape, bshape, bnd * sizeof *bshape);
         b.name = intern_name(S, bname, (size_t)blen);
         if (!b.name) {
@@ -1204,7 +1238,7 @@ static void elab_include(sema *S, const ast_stmt *s)
 {
     if (!top_only(S, s, "include")) return;
     const char *path;
-    if (eval_str(S, s->inc.path, 1, &path) < 0) return;
+    if (eval_str(S, s->inc.path, SLOT_PATH, &path) < 0) return;
     char *p = rs_xstrdup(path);
     if (rs_front_run(S->F, p, &s->inc.path->loc, include_stmt, S) != 0) fatal(S); /* the rest would cascade */
     free(p);
@@ -1801,6 +1835,55 @@ static void check_overlaps(sema *S, const uint32_t *inv)
     free(cnt);
 }
 
+/* Could a name be a member of both groups? Member numbers are digits, so the patterns' prefixes must
+ * extend one another by digits only, and likewise their suffixes. */
+static int digits_extend(const char *a, size_t na, const char *b, size_t nb, int prefix)
+{
+    if (na > nb) {
+        const char *t = a;
+        size_t tn = na;
+        a = b, na = nb, b = t, nb = tn;
+    }
+    const char *rest = prefix ? b + na : b, *keep = prefix ? b : b + (nb - na);
+    if (memcmp(a, keep, na)) return 0;
+    for (size_t i = 0; i < nb - na; i++)
+        if (rest[i] < '0' || rest[i] > '9') return 0;
+    return 1;
+}
+
+static int groups_overlap(const char *p, const char *q)
+{
+    const char *sp = strstr(p, "{*}"), *sq = strstr(q, "{*}");
+    return digits_extend(p, (size_t)(sp - p), q, (size_t)(sq - q), 1) &&
+           digits_extend(sp + 3, strlen(sp + 3), sq + 3, strlen(sq + 3), 0);
+}
+
+/* A member's name must not be another buffer's (of the same side): both would name the same memory. */
+static void check_groups(sema *S)
+{
+    const rs_layout *L = S->L;
+    rs_vec(uint32_t) groups = {0};
+    for (uint32_t b = 0; b < L->nbuffers; b++)
+        if (L->buffers[b].group) rs_vec_push(&groups, b);
+    for (size_t k = 0; k < groups.n && !stopped(S); k++) {
+        const rs_buffer *g = &L->buffers[groups.v[k]];
+        for (uint32_t b = 0; b < L->nbuffers; b++) {
+            const rs_buffer *o = &L->buffers[b];
+            uint64_t j;
+            if (b == groups.v[k] || o->side != g->side) continue;
+            if (o->group ? (b > groups.v[k] && groups_overlap(g->name, o->name)) : rs_member_of(g->name, o->name, &j)) {
+                if (o->group)
+                    ERR(S->binfo.v[b].loc, "buffer groups '%s' and '%s' can name the same member", o->name, g->name);
+                else
+                    ERR(S->binfo.v[b].loc, "buffer '%s' is also member %llu of buffer group '%s'", o->name,
+                        (unsigned long long)j, g->name);
+                NOTE(S->binfo.v[groups.v[k]].loc, "buffer group '%s' is here", g->name);
+            }
+        }
+    }
+    rs_vec_free(&groups);
+}
+
 /* ---------------------------------------------------------------- assembly */
 static rs_loc to_loc(rs_diag_loc d) { return (rs_loc){d.file, d.line, d.col}; }
 
@@ -1895,6 +1978,7 @@ uint32_t rs_sema_finish(struct rs_sema *handle, uint32_t main_file, int parsed)
     S->pool = NULL;
 
     if (complete) check_coverage(S);
+    if (complete && !stopped(S)) check_groups(S);
     if (topo_ok && !stopped(S)) check_overlaps(S, inv);
     free(inv);
 
@@ -1922,6 +2006,7 @@ uint32_t rs_sema_finish(struct rs_sema *handle, uint32_t main_file, int parsed)
     free(S->bmap[1].e);
     free(S->nb[0]);
     free(S->nb[1]);
+    free(S->nb[2]);
     free(S->define_used);
     free(S->src_of);
     free(S->pool);

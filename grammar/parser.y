@@ -371,6 +371,8 @@ strparts: %empty            { $$ = (ast_list){0}; }
         { $$ = $1; ast_strpart *p = NEW(ast_strpart); p->text = $2.s; p->len = $2.len; ADD($$, p); }
     | strparts INTERP_BEGIN expr INTERP_END
         { $$ = $1; ast_strpart *p = NEW(ast_strpart); p->expr = $3; ADD($$, p); }
+    | strparts INTERP_BEGIN '*' INTERP_END
+        { $$ = $1; ast_strpart *p = NEW(ast_strpart); ADD($$, p); }
     ;
 
 topo_items: %empty          { $$ = (ast_list){0}; }

@@ -172,10 +172,13 @@ static void *nccl_rank(void *arg)
     cfg.stream = s;
     rsExec_t x;
     OK(rsExecCreateNccl(a->plan, (struct ncclComm *)a->comm, &cfg, &x));
-    void **dev = calloc(g->nbindings + 1, sizeof *dev);
-    for (uint32_t i = 0; i < g->nbindings; i++) {
-        CK(cudaMalloc(&dev[i], g->bindings[i].bytes + 1));
-        OK(rsExecBindIndex(x, (int)i, dev[i], g->bindings[i].bytes));
+    uint32_t ns = rs_replay_nslots(a->plan, a->rank); /* a buffer group's members are bound one by one */
+    void **dev = calloc(ns + 1, sizeof *dev);
+    for (uint32_t k = 0; k < ns; k++) {
+        uint32_t i;
+        uint64_t off, n = rs_replay_slot(a->plan, a->rank, k, &i, &off);
+        CK(cudaMalloc(&dev[k], n + 1));
+        OK(rsExecBindIndex(x, (int)k, dev[k], n));
     }
     a->nsteps = (int)g->nsteps;
     for (int i = 0; i < 5; i++) {
@@ -213,7 +216,7 @@ static void *nccl_rank(void *arg)
     CK(cudaGraphExecDestroy(ge));
     CK(cudaGraphDestroy(graph));
     OK(rsExecDestroy(x));
-    for (uint32_t i = 0; i < g->nbindings; i++) cudaFree(dev[i]);
+    for (uint32_t k = 0; k < ns; k++) cudaFree(dev[k]);
     free(dev);
     cudaStreamDestroy(s);
     a->ok = 1;

@@ -103,12 +103,89 @@ double rs_now(void)
 
 void rs_rt_plan_ref(struct rsPlan *p) { atomic_fetch_add(&p->refs, 1); }
 
+static void free_member_names(struct rsPlan *p)
+{
+    if (p->mnames)
+        for (uint32_t b = 0; b < p->P.layout.nbuffers; b++) {
+            for (uint64_t j = 0; p->mnames[b] && j < p->nmnames[b]; j++) free(p->mnames[b][j]);
+            free(p->mnames[b]);
+        }
+    free(p->mnames);
+    free(p->nmnames);
+    p->mnames = NULL;
+    p->nmnames = NULL;
+}
+
 void rs_rt_plan_unref(struct rsPlan *p)
 {
     if (p && atomic_fetch_sub(&p->refs, 1) == 1) {
+        free_member_names(p);
         rs_plan_free(&p->P);
         free(p);
     }
+}
+
+/* Names of the members of every buffer group, as many as the loaded ranks bind (0 on success). */
+static int make_member_names(struct rsPlan *p)
+{
+    const rs_layout *L = &p->P.layout;
+    int any = 0;
+    for (uint32_t b = 0; b < L->nbuffers; b++) any |= L->buffers[b].group != 0;
+    if (!any) return 0;
+    p->mnames = calloc(L->nbuffers, sizeof *p->mnames);
+    p->nmnames = calloc(L->nbuffers, sizeof *p->nmnames);
+    if (!p->mnames || !p->nmnames) return -1;
+    for (uint32_t r = 0; r < L->topo.world; r++) {
+        const rs_rank_prog *g = &p->P.ranks[r];
+        if (!g->loaded) continue;
+        for (uint32_t i = 0; i < g->nbindings; i++) {
+            uint32_t b = g->bindings[i].buffer;
+            uint64_t n = L->buffers[b].group ? rs_binding_members(L, &g->bindings[i]) : 0;
+            if (n > p->nmnames[b]) {
+                char **v = realloc(p->mnames[b], n * sizeof *v);
+                if (!v) return -1;
+                p->mnames[b] = v;
+                for (uint64_t j = p->nmnames[b]; j < n; j++) {
+                    int len = rs_member_name(L->buffers[b].name, j, NULL, 0);
+                    v[j] = malloc((size_t)len + 1);
+                    if (!v[j]) {
+                        p->nmnames[b] = j;
+                        return -1;
+                    }
+                    rs_member_name(L->buffers[b].name, j, v[j], (size_t)len + 1);
+                }
+                p->nmnames[b] = n;
+            }
+        }
+    }
+    return 0;
+}
+
+uint32_t rs_rt_nslots(const struct rsPlan *p, const rs_rank_prog *g)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < g->nbindings; i++) n += rs_binding_members(&p->P.layout, &g->bindings[i]);
+    return n > INT32_MAX ? INT32_MAX : (uint32_t)n;
+}
+
+void rs_rt_slot(const struct rsPlan *p, const rs_rank_prog *g, uint32_t k, uint32_t *binding, uint64_t *member)
+{
+    uint64_t at = k;
+    uint32_t i = 0;
+    for (; i + 1 < g->nbindings; i++) {
+        uint64_t n = rs_binding_members(&p->P.layout, &g->bindings[i]);
+        if (at < n) break;
+        at -= n;
+    }
+    *binding = i;
+    *member = at;
+}
+
+const char *rs_rt_slot_name(const struct rsPlan *p, const rs_rank_prog *g, uint32_t binding, uint64_t member)
+{
+    uint32_t b = g->bindings[binding].buffer;
+    if (!p->P.layout.buffers[b].group) return p->P.layout.buffers[b].name;
+    return p->mnames[b][member];
 }
 
 static rsResult_t plan_finish(rs_plan *P, int rank, rsPlan_t *out)
@@ -120,6 +197,12 @@ static rsResult_t plan_finish(rs_plan *P, int rank, rsPlan_t *out)
     }
     p->P = *P;
     memset(P, 0, sizeof *P);
+    if (make_member_names(p)) {
+        free_member_names(p);
+        rs_plan_free(&p->P);
+        free(p);
+        return rs_rt_err(rsSystemError, "out of memory naming the members of buffer groups");
+    }
     p->rank = rank;
     atomic_init(&p->refs, 1);
     *out = p;
@@ -210,7 +293,7 @@ rsResult_t rsPlanBufferCount(rsPlan_t plan, int rank, int *count)
     const rs_rank_prog *g = NULL;
     if (!count) return rs_rt_err(rsInvalidArgument, "rsPlanBufferCount: count is NULL");
     RS_TRY(plan_rank(plan, rank, "rsPlanBufferCount", &g));
-    *count = (int)g->nbindings;
+    *count = (int)rs_rt_nslots(plan, g);
     return rsSuccess;
 }
 
@@ -219,17 +302,23 @@ rsResult_t rsPlanGetBuffer(rsPlan_t plan, int rank, int index, rsBufferInfo_t *i
     const rs_rank_prog *g = NULL;
     if (!info) return rs_rt_err(rsInvalidArgument, "rsPlanGetBuffer: info is NULL");
     RS_TRY(plan_rank(plan, rank, "rsPlanGetBuffer", &g));
-    if (index < 0 || (uint32_t)index >= g->nbindings)
-        return rs_rt_err(rsInvalidArgument, "rsPlanGetBuffer: index %d outside 0..%u", index, g->nbindings);
-    const rs_binding *b = &g->bindings[index];
+    uint32_t n = rs_rt_nslots(plan, g);
+    if (index < 0 || (uint32_t)index >= n)
+        return rs_rt_err(rsInvalidArgument, "rsPlanGetBuffer: index %d outside 0..%u", index, n);
+    uint32_t bi;
+    uint64_t j;
+    rs_rt_slot(plan, g, (uint32_t)index, &bi, &j);
+    const rs_binding *b = &g->bindings[bi];
     const rs_buffer *buf = &plan->P.layout.buffers[b->buffer];
     memset(info, 0, sizeof *info);
-    info->name = buf->name;
+    info->name = rs_rt_slot_name(plan, g, bi, j);
     info->side = buf->side == RS_DST ? rsSideDestination : rsSideSource;
     info->dtype = rs_dtype_name(buf->dtype);
-    info->ndim = (int)b->ndim;
-    for (uint32_t d = 0; d < b->ndim && d < 8; d++) info->shape[d] = b->shape[d];
-    info->bytes = (size_t)b->bytes;
+    /* a member of a group has the group's shape without its first dim */
+    uint32_t d0 = buf->group ? 1 : 0;
+    info->ndim = (int)(b->ndim - d0);
+    for (uint32_t d = d0; d < b->ndim && d - d0 < 8; d++) info->shape[d - d0] = b->shape[d];
+    info->bytes = (size_t)rs_binding_member_bytes(&plan->P.layout, b);
     return rsSuccess;
 }
 
@@ -381,23 +470,20 @@ rsResult_t rsExecCreateNcclFromId(rsPlan_t plan, const void *id, int nranks, int
 #endif
 }
 
-/* Binding lookup: by_name holds binding indices sorted by name. */
-static const char *bind_name(const rs_exec *x, uint32_t i)
-{
-    return x->P->layout.buffers[x->prog->bindings[i].buffer].name;
-}
+/* Binding lookup: by_name holds slots (plain bindings and group members) sorted by name. */
+static const char *bind_name(const rs_exec *x, uint32_t k) { return rs_exec_slot_name(x, k); }
 
 static rsResult_t find_binding(rs_exec *x, const char *name, const char *fn, uint32_t *out)
 {
-    uint32_t lo = 0, hi = x->prog->nbindings;
+    uint32_t lo = 0, hi = x->nslots;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
         if (strcmp(bind_name(x, x->by_name[mid]), name) < 0) lo = mid + 1;
         else hi = mid;
     }
-    if (lo == x->prog->nbindings || strcmp(bind_name(x, x->by_name[lo]), name) != 0)
+    if (lo == x->nslots || strcmp(bind_name(x, x->by_name[lo]), name) != 0)
         return rs_rt_err(rsBindingError, "%s: rank %u has no buffer named '%s' in this plan", fn, x->rank, name);
-    if (lo + 1 < x->prog->nbindings && strcmp(bind_name(x, x->by_name[lo + 1]), name) == 0)
+    if (lo + 1 < x->nslots && strcmp(bind_name(x, x->by_name[lo + 1]), name) == 0)
         return rs_rt_err(rsBindingError, "%s: '%s' is both a source and a destination buffer on rank %u; "
                                          "bind it with rsExecBindIndex", fn, name, x->rank);
     *out = x->by_name[lo];
@@ -424,13 +510,14 @@ static int cmp_range(const void *a, const void *b)
 /* Destination buffers must not overlap anything else bound on the rank (sources may alias each other). */
 static rsResult_t check_overlaps(rs_exec *x)
 {
-    uint32_t n = x->prog->nbindings, k = 0;
+    uint32_t n = x->nslots, k = 0;
     uintptr_t(*r)[3] = calloc(n ? n : 1, sizeof *r);
     if (!r) return rs_rt_err(rsSystemError, "out of memory");
     for (uint32_t i = 0; i < n; i++) {
-        if (!x->prog->bindings[i].bytes) continue;
+        uint64_t bytes = x->mbytes[x->slot_bind[i]];
+        if (!bytes) continue;
         r[k][0] = (uintptr_t)x->bind_ptr[i];
-        r[k][1] = r[k][0] + (uintptr_t)x->prog->bindings[i].bytes;
+        r[k][1] = r[k][0] + (uintptr_t)bytes;
         r[k][2] = i;
         k++;
     }
@@ -440,8 +527,8 @@ static rsResult_t check_overlaps(rs_exec *x)
         /* Compare with every later range starting before this one ends. */
         for (uint32_t j = i + 1; j < k && r[j][0] < r[i][1]; j++) {
             uint32_t a = (uint32_t)r[i][2], b = (uint32_t)r[j][2];
-            int da = x->P->layout.buffers[x->prog->bindings[a].buffer].side == RS_DST;
-            int db = x->P->layout.buffers[x->prog->bindings[b].buffer].side == RS_DST;
+            int da = x->P->layout.buffers[x->prog->bindings[x->slot_bind[a]].buffer].side == RS_DST;
+            int db = x->P->layout.buffers[x->prog->bindings[x->slot_bind[b]].buffer].side == RS_DST;
             if (da || db) {
                 res = rs_rt_err(rsBindingError, "rank %u: %s buffer '%s' overlaps %s buffer '%s' in memory", x->rank,
                                 da ? "destination" : "source", bind_name(x, a), db ? "destination" : "source",
@@ -460,19 +547,19 @@ static rsResult_t bind_index(rs_exec *x, uint32_t i, void *ptr, size_t bytes, co
         return rs_rt_err(rsInvalidUsage, "%s: the executor failed in an earlier run (%s); destroy it", fn, x->run_err);
     if (exec_busy(x))
         return rs_rt_err(rsInvalidUsage, "%s: cannot bind '%s' while a run is in progress", fn, bind_name(x, i));
-    const rs_binding *b = &x->prog->bindings[i];
+    uint64_t want = x->mbytes[x->slot_bind[i]];
     if (x->bound[i])
         return rs_rt_err(rsBindingError, "%s: '%s' is already bound on rank %u (rsExecUnbind it first)", fn,
                          bind_name(x, i), x->rank);
-    if ((uint64_t)bytes != b->bytes)
+    if ((uint64_t)bytes != want)
         return rs_rt_err(rsBindingError, "%s: '%s' on rank %u is %llu bytes in the plan, not %zu", fn, bind_name(x, i),
-                         x->rank, (unsigned long long)b->bytes, bytes);
+                         x->rank, (unsigned long long)want, bytes);
     if (!ptr && bytes) return rs_rt_err(rsInvalidArgument, "%s: '%s': ptr is NULL", fn, bind_name(x, i));
     x->bind_ptr[i] = ptr;
     x->bound[i] = 1;
     x->nbound++;
     x->prepared = 0;
-    if (x->nbound < x->prog->nbindings) return rsSuccess;
+    if (x->nbound < x->nslots) return rsSuccess;
     /* Last binding: check, resolve every pointer once, let the transport upload its descriptors. */
     rsResult_t r = check_overlaps(x);
     if (r == rsSuccess) {
@@ -486,7 +573,7 @@ static rsResult_t bind_index(rs_exec *x, uint32_t i, void *ptr, size_t bytes, co
         return r;
     }
     x->prepared = 1;
-    RS_LOG(RS_LOG_INFO, (int)x->rank, "all %u buffers bound", x->prog->nbindings);
+    RS_LOG(RS_LOG_INFO, (int)x->rank, "all %u buffers bound", x->nslots);
     return rsSuccess;
 }
 
@@ -502,9 +589,9 @@ rsResult_t rsExecBind(rsExec_t x, const char *name, void *ptr, size_t bytes)
 rsResult_t rsExecBindIndex(rsExec_t x, int index, void *ptr, size_t bytes)
 {
     CHECK_EXEC(x, "rsExecBindIndex");
-    if (index < 0 || (uint32_t)index >= x->prog->nbindings)
-        return rs_rt_err(rsBindingError, "rsExecBindIndex: index %d outside 0..%u on rank %u", index,
-                         x->prog->nbindings, x->rank);
+    if (index < 0 || (uint32_t)index >= x->nslots)
+        return rs_rt_err(rsBindingError, "rsExecBindIndex: index %d outside 0..%u on rank %u", index, x->nslots,
+                         x->rank);
     return bind_index(x, (uint32_t)index, ptr, bytes, "rsExecBindIndex");
 }
 
@@ -531,19 +618,19 @@ rsResult_t rsExecRun(rsExec_t x)
                          x->run_err);
     if (x->tr->threaded && exec_busy(x))
         return rs_rt_err(rsInvalidUsage, "rsExecRun: the previous run is still in progress (rsExecSynchronize)");
-    if (x->nbound < x->prog->nbindings) {
+    if (x->nbound < x->nslots) {
         char names[512];
         size_t n = 0;
         uint32_t shown = 0;
         names[0] = 0;
-        for (uint32_t i = 0; i < x->prog->nbindings && shown < 4; i++) {
+        for (uint32_t i = 0; i < x->nslots && shown < 4; i++) {
             if (x->bound[i]) continue;
             n += (size_t)snprintf(names + n, n < sizeof names ? sizeof names - n : 0, "%s'%s'", shown ? ", " : "",
                                   bind_name(x, i));
             if (n >= sizeof names) n = sizeof names - 1;
             shown++;
         }
-        uint32_t missing = x->prog->nbindings - x->nbound;
+        uint32_t missing = x->nslots - x->nbound;
         return rs_rt_err(rsInvalidUsage, "rsExecRun: rank %u has %u unbound buffer%s: %s%s", x->rank, missing,
                          missing == 1 ? "" : "s", names, missing > shown ? ", ..." : "");
     }

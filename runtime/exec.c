@@ -111,26 +111,79 @@ void rs_host_copy(char *dp, const rs_shape *d, const char *sp, const rs_shape *s
 
 /* ---------------------------------------------------------------- compile */
 
+const char *rs_exec_slot_name(const rs_exec *x, uint32_t k)
+{
+    uint32_t i = x->slot_bind[k];
+    return rs_rt_slot_name(x->plan, x->prog, i, k - x->slot_base[i]);
+}
+
 static int cmp_by_name(const void *a, const void *b, void *arg)
 {
     const rs_exec *x = arg;
     uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
-    const rs_buffer *p = &x->P->layout.buffers[x->prog->bindings[i].buffer];
-    const rs_buffer *q = &x->P->layout.buffers[x->prog->bindings[j].buffer];
-    int c = strcmp(p->name, q->name);
+    int c = strcmp(rs_exec_slot_name(x, i), rs_exec_slot_name(x, j));
     if (c) return c;
+    const rs_buffer *p = &x->P->layout.buffers[x->prog->bindings[x->slot_bind[i]].buffer];
+    const rs_buffer *q = &x->P->layout.buffers[x->prog->bindings[x->slot_bind[j]].buffer];
     return (int)p->side - (int)q->side;
+}
+
+#define P_GROUP(x, loc) ((x)->P->layout.buffers[(x)->prog->bindings[loc].buffer].group)
+
+/* Member bytes of a location on a buffer group, else 0 (plain bindings and staging). */
+static uint64_t loc_mbytes(const rs_exec *x, uint32_t loc)
+{
+    return loc != RS_LOC_STAGING && P_GROUP(x, loc) ? x->mbytes[loc] : 0;
+}
+
+/* Jobs of a copy op: one, or on a buffer group one per piece inside a member (the verifier made sure
+ * the op cuts into such pieces: rs_op_group_chunk). Returns 0 for a plan that does not. */
+static uint64_t op_jobs(const rs_exec *x, const rs_desc *sd, const rs_desc *dd, uint64_t bytes, uint64_t *chunk)
+{
+    uint64_t ms = loc_mbytes(x, sd->loc), md = loc_mbytes(x, dd->loc);
+    *chunk = bytes;
+    if (!bytes || (!ms && !md)) return 1;
+    uint64_t g = rs_op_group_chunk(sd, ms, dd, md);
+    if (!g) return 0;
+    *chunk = g;
+    return bytes / g;
+}
+
+/* Piece t of descriptor d cut at `chunk` bytes (c: the cut form, k: its outer dims) as a job side. */
+static uint64_t cut_piece(const rs_desc *c, uint32_t k, uint64_t t, rs_shape *s)
+{
+    uint64_t off = c->offset;
+    for (int i = (int)k - 1; i >= 0; i--) {
+        off += (t % c->count[i]) * c->stride[i];
+        t /= c->count[i];
+    }
+    rs_desc in = *c;
+    in.ndim = c->ndim - k;
+    memmove(in.count, c->count + k, in.ndim * sizeof in.count[0]);
+    memmove(in.stride, c->stride + k, in.ndim * sizeof in.stride[0]);
+    canon(&in, s);
+    return off;
 }
 
 static rsResult_t compile(rs_exec *x)
 {
     const rs_rank_prog *g = x->prog;
-    uint32_t njobs = 0, np2p = 0;
+    uint64_t njobs = 0;
+    uint32_t np2p = 0;
     for (uint32_t i = 0; i < g->nops; i++) {
-        int c = g->ops[i].code;
-        if (c == RS_OP_PACK || c == RS_OP_UNPACK || c == RS_OP_COPY) njobs++;
-        else np2p++;
+        const rs_op *op = &g->ops[i];
+        int c = op->code;
+        if (c == RS_OP_PACK || c == RS_OP_UNPACK || c == RS_OP_COPY) {
+            uint64_t chunk, n = 1;
+            if (x->has_groups && op->src < g->ndescs && op->dst < g->ndescs)
+                n = op_jobs(x, &g->descs[op->src], &g->descs[op->dst], op->bytes, &chunk);
+            if (!n)
+                return rs_rt_err(rsPlanInvalid, "rank %u op %u: does not cut at the members of its buffer group",
+                                 x->rank, i);
+            njobs += n;
+        } else np2p++;
     }
+    if (njobs > UINT32_MAX) return rs_rt_err(rsPlanInvalid, "rank %u: more than 2^32 copies", x->rank);
     x->xs = calloc(g->nsteps ? g->nsteps : 1, sizeof *x->xs);
     x->jobs = calloc(njobs ? njobs : 1, sizeof *x->jobs);
     x->p2p = calloc(np2p ? np2p : 1, sizeof *x->p2p);
@@ -176,15 +229,34 @@ static rsResult_t compile(rs_exec *x)
                 st->bytesCopied += bytes;
                 if (dd->loc != RS_LOC_STAGING) st->destinationBytes += bytes;
                 if (!bytes) continue;
-                rs_xjob *j = &x->jobs[x->njobs++];
-                j->op = oi;
-                j->sloc = sd->loc;
-                j->dloc = dd->loc;
-                j->soff = sd->offset;
-                j->doff = dd->offset;
-                j->bytes = bytes;
-                canon(sd, &j->s);
-                canon(dd, &j->d);
+                uint64_t chunk, n = x->has_groups ? op_jobs(x, sd, dd, bytes, &chunk) : 1;
+                if (n == 1) {
+                    rs_xjob *j = &x->jobs[x->njobs++];
+                    j->op = oi;
+                    j->sloc = sd->loc;
+                    j->dloc = dd->loc;
+                    j->soff = sd->offset;
+                    j->doff = dd->offset;
+                    j->bytes = bytes;
+                    canon(sd, &j->s);
+                    canon(dd, &j->d);
+                } else {
+                    /* on a buffer group: one job per piece inside a member on both sides */
+                    rs_desc cs, cd;
+                    uint32_t ks, kd;
+                    if (rs_desc_cut(sd, chunk, &cs, &ks) || rs_desc_cut(dd, chunk, &cd, &kd))
+                        return rs_rt_err(rsPlanInvalid, "rank %u op %u: does not cut at the members of its buffer "
+                                                        "group", x->rank, oi);
+                    for (uint64_t t = 0; t < n; t++) {
+                        rs_xjob *j = &x->jobs[x->njobs++];
+                        j->op = oi;
+                        j->sloc = sd->loc;
+                        j->dloc = dd->loc;
+                        j->bytes = chunk;
+                        j->soff = cut_piece(&cs, ks, t, &j->s);
+                        j->doff = cut_piece(&cd, kd, t, &j->d);
+                    }
+                }
                 if (phase == 1) xs->bytes1 += bytes;
                 else xs->bytes3 += bytes;
             }
@@ -249,27 +321,41 @@ rsResult_t rs_exec_new(struct rsPlan *plan, int rank, const rsConfig_t *cfg, rs_
     pthread_condattr_destroy(&ca);
     atomic_init(&x->abort_flag, 0);
     uint32_t nb = x->prog->nbindings;
-    x->bind_ptr = calloc(nb ? nb : 1, sizeof *x->bind_ptr);
-    x->bound = calloc(nb ? nb : 1, 1);
-    x->by_name = calloc(nb ? nb : 1, sizeof *x->by_name);
-    if (!x->bind_ptr || !x->bound || !x->by_name) {
-        rs_exec_free(x);
-        return rs_rt_err(rsSystemError, "out of memory creating an executor");
-    }
-    for (uint32_t i = 0; i < nb; i++) {
+    for (uint32_t i = 0; i < nb; i++)
         if (x->prog->bindings[i].buffer >= P->layout.nbuffers) {
             rs_exec_free(x);
             return rs_rt_err(rsPlanInvalid, "rank %d binding %u: bad buffer index", rank, i);
         }
-        x->by_name[i] = i;
+    uint32_t ns = rs_rt_nslots(plan, x->prog);
+    x->nslots = ns;
+    x->slot_base = calloc(nb + 1, sizeof *x->slot_base);
+    x->slot_bind = calloc(ns ? ns : 1, sizeof *x->slot_bind);
+    x->mbytes = calloc(nb ? nb : 1, sizeof *x->mbytes);
+    x->bind_ptr = calloc(ns ? ns : 1, sizeof *x->bind_ptr);
+    x->bound = calloc(ns ? ns : 1, 1);
+    x->by_name = calloc(ns ? ns : 1, sizeof *x->by_name);
+    if (!x->slot_base || !x->slot_bind || !x->mbytes || !x->bind_ptr || !x->bound || !x->by_name) {
+        rs_exec_free(x);
+        return rs_rt_err(rsSystemError, "out of memory creating an executor");
     }
-    qsort_r(x->by_name, nb, sizeof *x->by_name, cmp_by_name, x);
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < nb; i++) {
+        const rs_binding *b = &x->prog->bindings[i];
+        uint64_t n = rs_binding_members(&P->layout, b);
+        x->has_groups |= P->layout.buffers[b->buffer].group != 0;
+        x->slot_base[i] = k;
+        x->mbytes[i] = rs_binding_member_bytes(&P->layout, b);
+        for (uint64_t j = 0; j < n && k < ns; j++) x->slot_bind[k++] = i;
+    }
+    x->slot_base[nb] = k;
+    for (uint32_t i = 0; i < ns; i++) x->by_name[i] = i;
+    qsort_r(x->by_name, ns, sizeof *x->by_name, cmp_by_name, x);
     rsResult_t r = compile(x);
     if (r != rsSuccess) {
         rs_exec_free(x);
         return r;
     }
-    x->prepared = nb == 0;
+    x->prepared = ns == 0;
     if (x->prepared) rs_exec_resolve(x);
     *out = x;
     return rsSuccess;
@@ -278,6 +364,9 @@ rsResult_t rs_exec_new(struct rsPlan *plan, int rank, const rsConfig_t *cfg, rs_
 void rs_exec_free(rs_exec *x)
 {
     if (!x) return;
+    free(x->slot_base);
+    free(x->slot_bind);
+    free(x->mbytes);
     free(x->bind_ptr);
     free(x->bound);
     free(x->by_name);
@@ -291,19 +380,27 @@ void rs_exec_free(rs_exec *x)
     free(x);
 }
 
-static char *loc_base(rs_exec *x, uint32_t loc)
+/* Address of byte `off` of a location; on a buffer group, of the member holding it (every job and every
+ * send or receive lies inside one member). */
+static char *loc_ptr(rs_exec *x, uint32_t loc, uint64_t off)
 {
-    return loc == RS_LOC_STAGING ? x->staging : (char *)x->bind_ptr[loc];
+    if (loc == RS_LOC_STAGING) return x->staging + off;
+    uint32_t k = x->slot_base[loc];
+    if (P_GROUP(x, loc)) {
+        uint64_t m = x->mbytes[loc];
+        return (char *)x->bind_ptr[k + off / m] + off % m;
+    }
+    return (char *)x->bind_ptr[k] + off;
 }
 
 void rs_exec_resolve(rs_exec *x)
 {
     for (uint32_t i = 0; i < x->njobs; i++) {
         rs_xjob *j = &x->jobs[i];
-        j->sp = loc_base(x, j->sloc) + j->soff;
-        j->dp = loc_base(x, j->dloc) + j->doff;
+        j->sp = loc_ptr(x, j->sloc, j->soff);
+        j->dp = loc_ptr(x, j->dloc, j->doff);
     }
-    for (uint32_t i = 0; i < x->np2p; i++) x->p2p[i].ptr = loc_base(x, x->p2p[i].loc) + x->p2p[i].off;
+    for (uint32_t i = 0; i < x->np2p; i++) x->p2p[i].ptr = loc_ptr(x, x->p2p[i].loc, x->p2p[i].off);
 }
 
 /* ---------------------------------------------------------------- walk */

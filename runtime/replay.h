@@ -34,6 +34,10 @@ typedef struct {
  * destination sentinel; check compares every destination element and byte, and the sources. */
 void rs_replay_fill(const rs_plan *P, uint32_t rank, void *const *bufs);
 void rs_replay_check(const rs_plan *P, uint32_t rank, void *const *bufs, rs_replay_report *rep);
+/* The buffers `rank` binds (rsPlanBufferCount: a buffer group's members one by one, in binding order):
+ * bindable k is bytes [*offset, *offset + returned bytes) of binding *binding's host block above. */
+uint32_t rs_replay_nslots(rsPlan_t plan, uint32_t rank);
+uint64_t rs_replay_slot(rsPlan_t plan, uint32_t rank, uint32_t k, uint32_t *binding, uint64_t *offset);
 
 /* ---- a whole replay on an in-process transport (CPU threads, or CUDA through the memory hooks) ---- */
 typedef struct {

@@ -275,6 +275,42 @@ static void set_error(rs_replay_result *res, rsResult_t r, const char *fmt, ...)
     va_end(ap);
 }
 
+/* Bytes of bindable buffer k of a rank, with its binding and member. */
+static uint64_t slot_bytes(rsPlan_t plan, const rs_rank_prog *g, uint32_t k, uint32_t *binding, uint64_t *member)
+{
+    rs_rt_slot(plan, g, k, binding, member);
+    return rs_binding_member_bytes(&plan->P.layout, &g->bindings[*binding]);
+}
+
+uint32_t rs_replay_nslots(rsPlan_t plan, uint32_t rank) { return rs_rt_nslots(plan, &plan->P.ranks[rank]); }
+
+uint64_t rs_replay_slot(rsPlan_t plan, uint32_t rank, uint32_t k, uint32_t *binding, uint64_t *offset)
+{
+    uint64_t j, n = slot_bytes(plan, &plan->P.ranks[rank], k, binding, &j);
+    *offset = j * n;
+    return n;
+}
+
+/* Copy every bindable buffer of rank r between its host block (binding order) and its device memory:
+ * up = 1 before the run, 0 after it. Plain host bindings are their own device memory. */
+static void move_slots(rsPlan_t plan, uint32_t r, void **host, void **dev, const rs_replay_mem *mem, int up)
+{
+    const rs_rank_prog *g = &plan->P.ranks[r];
+    uint32_t ns = rs_rt_nslots(plan, g);
+    for (uint32_t k = 0; k < ns; k++) {
+        uint32_t i;
+        uint64_t j, n = slot_bytes(plan, g, k, &i, &j);
+        char *h = (char *)host[i] + j * n;
+        if (mem && (up ? mem->upload : mem->download)) {
+            if (up) mem->upload(mem->ctx, r, dev[k], h, n);
+            else mem->download(mem->ctx, r, h, dev[k], n);
+        } else if (dev[k] != (void *)h && n) {
+            if (up) memcpy(dev[k], h, n);
+            else memcpy(h, dev[k], n);
+        }
+    }
+}
+
 int rs_replay_run(rsPlan_t plan, const rs_replay_opts *o, rs_replay_result *res)
 {
     const rs_plan *P = &plan->P;
@@ -289,17 +325,22 @@ int rs_replay_run(rsPlan_t plan, const rs_replay_opts *o, rs_replay_result *res)
             goto out;
         }
         res->nsteps += g->nsteps;
+        /* host: one block per binding (filled and checked in the layout's terms); dev: one per bindable
+         * buffer, each member of a buffer group in an allocation of its own (so a run that treated a group
+         * as one block would miss) */
+        uint32_t ns = rs_rt_nslots(plan, g);
         host[r] = rs_xcalloc(g->nbindings + 1, sizeof(void *));
-        dev[r] = rs_xcalloc(g->nbindings + 1, sizeof(void *));
-        for (uint32_t i = 0; i < g->nbindings; i++) {
-            uint64_t n = g->bindings[i].bytes;
-            host[r][i] = rs_xmalloc(n ? n : 1);
-            if (mem && mem->alloc) dev[r][i] = mem->alloc(mem->ctx, r, n ? n : 1);
-            else dev[r][i] = host[r][i];
+        dev[r] = rs_xcalloc(ns + 1, sizeof(void *));
+        for (uint32_t k = 0; k < ns; k++) {
+            uint32_t i;
+            uint64_t j, n = slot_bytes(plan, g, k, &i, &j);
+            if (j == 0) host[r][i] = rs_xmalloc(g->bindings[i].bytes ? g->bindings[i].bytes : 1);
+            if (mem && mem->alloc) dev[r][k] = mem->alloc(mem->ctx, r, n ? n : 1);
+            else if (P->layout.buffers[g->bindings[i].buffer].group) dev[r][k] = rs_xmalloc(n ? n : 1);
+            else dev[r][k] = host[r][i];
         }
         rs_replay_fill(P, r, host[r]);
-        if (mem && mem->upload)
-            for (uint32_t i = 0; i < g->nbindings; i++) mem->upload(mem->ctx, r, dev[r][i], host[r][i], g->bindings[i].bytes);
+        move_slots(plan, r, host[r], dev[r], mem, 1);
     }
 
     rsConfig_t gcfg = RS_CONFIG_INITIALIZER;
@@ -321,8 +362,11 @@ int rs_replay_run(rsPlan_t plan, const rs_replay_opts *o, rs_replay_result *res)
         if (ca[r].res != rsSuccess) set_error(res, ca[r].res, "%s", ca[r].err);
     for (uint32_t r = 0; r < W && res->result == rsSuccess; r++) {
         const rs_rank_prog *g = &P->ranks[r];
-        for (uint32_t i = 0; i < g->nbindings && res->result == rsSuccess; i++) {
-            rr = rsExecBindIndex(ca[r].exec, (int)i, dev[r][i], g->bindings[i].bytes);
+        uint32_t ns = rs_rt_nslots(plan, g);
+        for (uint32_t k = 0; k < ns && res->result == rsSuccess; k++) {
+            uint32_t i;
+            uint64_t j, n = slot_bytes(plan, g, k, &i, &j);
+            rr = rsExecBindIndex(ca[r].exec, (int)k, dev[r][k], n);
             if (rr != rsSuccess) set_error(res, rr, "%s", rsGetLastError());
         }
         if (o->inject_rank == (int)r) rs_exec_inject_fault(ca[r].exec, o->inject_step);
@@ -345,10 +389,7 @@ int rs_replay_run(rsPlan_t plan, const rs_replay_opts *o, rs_replay_result *res)
             res->first_s = dt;
             /* The checked run is the first one: later runs rewrite the same values. */
             for (uint32_t r = o->first; r < o->last && r < W; r++) {
-                const rs_rank_prog *g = &P->ranks[r];
-                if (mem && mem->download)
-                    for (uint32_t i = 0; i < g->nbindings; i++)
-                        mem->download(mem->ctx, r, host[r][i], dev[r][i], g->bindings[i].bytes);
+                move_slots(plan, r, host[r], dev[r], mem, 0);
                 rs_replay_check(P, r, host[r], &res->rep);
             }
         } else {
@@ -378,10 +419,16 @@ int rs_replay_run(rsPlan_t plan, const rs_replay_opts *o, rs_replay_result *res)
 out:
     for (uint32_t r = 0; r < W; r++) {
         if (!host[r]) continue;
-        for (uint32_t i = 0; i < P->ranks[r].nbindings; i++) {
-            if (mem && mem->release && dev[r][i]) mem->release(mem->ctx, r, dev[r][i]);
-            free(host[r][i]);
+        const rs_rank_prog *g = &P->ranks[r];
+        uint32_t ns = rs_rt_nslots(plan, g);
+        for (uint32_t k = 0; k < ns; k++) {
+            uint32_t i;
+            uint64_t j;
+            slot_bytes(plan, g, k, &i, &j);
+            if (mem && mem->release && dev[r][k]) mem->release(mem->ctx, r, dev[r][k]);
+            else if (!(mem && mem->alloc) && dev[r][k] != host[r][i]) free(dev[r][k]);
         }
+        for (uint32_t i = 0; i < g->nbindings; i++) free(host[r][i]);
         free(host[r]);
         free(dev[r]);
     }

@@ -36,7 +36,16 @@ struct rsPlan {
     rs_plan P;
     int rank; /* loaded rank or RS_ALL_RANKS */
     atomic_int refs;
+    /* Buffer groups: member names per layout buffer (NULL for a plain buffer), as many as the loaded ranks
+     * bind; the API lists and binds each member as a buffer of its own. */
+    char ***mnames;
+    uint64_t *nmnames;
 };
+/* Bindable buffers of a rank (a group binding counts its members); binding and member of bindable k. */
+uint32_t rs_rt_nslots(const struct rsPlan *p, const rs_rank_prog *g);
+void rs_rt_slot(const struct rsPlan *p, const rs_rank_prog *g, uint32_t k, uint32_t *binding, uint64_t *member);
+/* Name of member `member` of binding `binding` (the buffer's name for a plain one). */
+const char *rs_rt_slot_name(const struct rsPlan *p, const rs_rank_prog *g, uint32_t binding, uint64_t member);
 void rs_rt_plan_ref(struct rsPlan *p);
 void rs_rt_plan_unref(struct rsPlan *p);
 /* Wrap a plan built in memory (tests, benchmarks): takes ownership of *P (zeroed), verifies each rank. */
@@ -118,11 +127,16 @@ struct rsExec {
     const rs_transport *tr;
     void *tp; /* transport state */
 
-    /* bindings */
-    void **bind_ptr;
-    uint8_t *bound;
+    /* bindings: one slot per plain binding and per member of a group binding */
+    uint32_t nslots;
+    uint32_t *slot_base;  /* [nbindings + 1]: the first slot of each binding */
+    uint32_t *slot_bind;  /* [nslots]: the binding of each slot */
+    uint64_t *mbytes;     /* [nbindings]: bytes per slot of each binding */
+    int has_groups;
+    void **bind_ptr;      /* [nslots] */
+    uint8_t *bound;       /* [nslots] */
     uint32_t nbound;
-    uint32_t *by_name; /* binding indices sorted by (name, side) */
+    uint32_t *by_name;    /* slots sorted by (name, side) */
     char *staging;     /* host or device */
     int staging_owned;
     int prepared;
@@ -161,6 +175,8 @@ rsResult_t rs_exec_new(struct rsPlan *plan, int rank, const rsConfig_t *cfg, rs_
 void rs_exec_free(rs_exec *x);
 /* Resolve the jobs' and sends'/receives' pointers from the bindings and staging. */
 void rs_exec_resolve(rs_exec *x);
+/* Name of slot k (a member's own name for a group). */
+const char *rs_exec_slot_name(const rs_exec *x, uint32_t k);
 /* Walk the steps of `lane` (or, lane < 0, every step in program order) calling the transport's
  * primitives. `stop` is polled between steps (may be NULL). Returns the first error. */
 rsResult_t rs_exec_walk(rs_exec *x, int lane, const atomic_int *stop);

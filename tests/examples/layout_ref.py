@@ -374,6 +374,9 @@ class Layout:
             elif c == "}" and s[i + 1:i + 2] == "}":
                 out.append("}")
                 i += 2
+            elif s[i:i + 3] == "{*}":   # a buffer group: members are named later (layout_buffers)
+                out.append("{*}")
+                i += 3
             elif c == "{":
                 j = s.index("}", i)
                 p = Parser(tokenize(s[i + 1:j], "<string>"), "<string>")
@@ -480,6 +483,7 @@ def layout_buffers(lay, side):
     """{(rank, buffer): list over buffer positions of tensor element ids (None: not filled)} for one side."""
     tid = {n: i for i, n in enumerate(lay.tensor_order)}
     out = {}
+    members = {}  # (rank, group buffer) -> member count: its first dim on that rank
     for p in lay.pieces:
         memo = {}   # replicas of a block share one list
         if p["side"] != side:
@@ -516,6 +520,8 @@ def layout_buffers(lay, side):
                 positions = box_offsets(blo, bhi, p["bshape"])
                 assert len(positions) == n, f"box of {p['buf']} has {len(positions)} elements, block {n}"
             key = (rank, p["buf"])
+            if "{*}" in p["buf"]:
+                members[key] = hi[0] - lo[0] if p["bshape"] is None else p["bshape"][0]
             mk = (tuple(lo), tuple(hi))
             elems = memo.get(mk)
             if elems is None:
@@ -531,6 +537,14 @@ def layout_buffers(lay, side):
             for pos, e in zip(positions, elems):
                 assert fill[pos] is None, f"{key}: position {pos} filled twice"
                 fill[pos] = e
+    # A group's first dim indexes its members, each a buffer of its own named with its index for "{*}".
+    for (rank, name), n in members.items():
+        elems = out.pop((rank, name))
+        size = len(elems) // n
+        for j in range(n):
+            key = (rank, name.replace("{*}", str(j)))
+            assert key not in out, f"{key}: member of {name} is also another buffer"
+            out[key] = elems[j * size:(j + 1) * size]
     return out
 
 # ---------------------------------------------------------------------------------------------------------

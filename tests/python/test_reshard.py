@@ -35,7 +35,7 @@ def setUpModule():
     TMP = tempfile.mkdtemp(prefix="pytest-", dir=base)
     reshardc = os.environ.get("RESHARDC", os.path.join(ROOT, "build", "compiler", "reshardc"))
     for name, layout in (("tiny", "tests/consumer/tiny.layout"), ("mixed", "tests/python/mixed.layout"),
-                         ("colocated", "tests/python/colocated.layout")):
+                         ("colocated", "tests/python/colocated.layout"), ("experts", "tests/python/experts.layout")):
         out = os.path.join(TMP, name + ".plan")
         subprocess.run([reshardc, os.path.join(ROOT, layout), "-o", out], check=True, stdout=subprocess.DEVNULL)
         PLANS[name] = out
@@ -158,6 +158,19 @@ class PlanTests(unittest.TestCase):
             p.buffers()  # every rank loaded: which one?
         self.assertEqual(cm.exception.code, reshard.rsInvalidArgument)
         p.close()
+
+    def test_buffer_group_members(self):
+        """A buffer group's members are listed, bound and filled one by one, each its own array."""
+        p = reshard.Plan(PLANS["experts"])
+        self.assertEqual([(x.name, x.shape, x.nbytes) for x in p.buffers(1)],
+                         [("experts.weight0", (4, 5), 80), ("experts.weight1", (4, 5), 80)])
+        p.close()
+        w = np.arange(4 * 4 * 5, dtype=np.float32).reshape(4, 4, 5)
+        src = [{"experts.weight%d" % j: w[2 * e + j].copy() for j in range(2)} for e in range(2)]
+        dst = [{"w13": np.zeros((4, 2, 5), np.float32)} for _ in range(2)]
+        replay(PLANS["experts"], src + dst, 4)
+        for t in range(2):
+            np.testing.assert_array_equal(dst[t]["w13"], w[:, 2 * t:2 * t + 2, :])
 
     def test_per_rank_load(self):
         p = reshard.Plan(PLANS["mixed"], 4)

@@ -123,15 +123,17 @@ static void *nccl_rank(void *arg)
         snprintf(a->err, sizeof a->err, "%s", rsGetLastError());
         return NULL;
     }
-    void **host = calloc(g->nbindings + 1, sizeof *host), **dev = calloc(g->nbindings + 1, sizeof *dev);
-    for (uint32_t i = 0; i < g->nbindings; i++) {
-        host[i] = malloc(g->bindings[i].bytes + 1);
-        CK(cudaMalloc(&dev[i], g->bindings[i].bytes + 1));
-    }
+    /* host: one block per binding; dev: one allocation per bindable buffer (each member of a group) */
+    uint32_t ns = rs_replay_nslots(a->plan, (uint32_t)a->rank);
+    void **host = calloc(g->nbindings + 1, sizeof *host), **dev = calloc(ns + 1, sizeof *dev);
+    for (uint32_t i = 0; i < g->nbindings; i++) host[i] = malloc(g->bindings[i].bytes + 1);
     rs_replay_fill(P, (uint32_t)a->rank, host);
-    for (uint32_t i = 0; i < g->nbindings; i++) {
-        CK(cudaMemcpy(dev[i], host[i], g->bindings[i].bytes, cudaMemcpyHostToDevice));
-        OK(rsExecBindIndex(x, (int)i, dev[i], g->bindings[i].bytes));
+    for (uint32_t k = 0; k < ns; k++) {
+        uint32_t i;
+        uint64_t off, n = rs_replay_slot(a->plan, (uint32_t)a->rank, k, &i, &off);
+        CK(cudaMalloc(&dev[k], n + 1));
+        CK(cudaMemcpy(dev[k], (char *)host[i] + off, n, cudaMemcpyHostToDevice));
+        OK(rsExecBindIndex(x, (int)k, dev[k], n));
     }
     if (a->graph) {
         /* The whole replay captured once, launched twice. */
@@ -154,13 +156,15 @@ static void *nccl_rank(void *arg)
         }
     }
     if (a->res != rsSuccess) snprintf(a->err, sizeof a->err, "%s", rsGetLastError());
-    for (uint32_t i = 0; i < g->nbindings; i++) CK(cudaMemcpy(host[i], dev[i], g->bindings[i].bytes, cudaMemcpyDeviceToHost));
+    for (uint32_t k = 0; k < ns; k++) {
+        uint32_t i;
+        uint64_t off, n = rs_replay_slot(a->plan, (uint32_t)a->rank, k, &i, &off);
+        CK(cudaMemcpy((char *)host[i] + off, dev[k], n, cudaMemcpyDeviceToHost));
+    }
     rs_replay_check(P, (uint32_t)a->rank, host, &a->rep);
     rsExecDestroy(x);
-    for (uint32_t i = 0; i < g->nbindings; i++) {
-        free(host[i]);
-        cudaFree(dev[i]);
-    }
+    for (uint32_t i = 0; i < g->nbindings; i++) free(host[i]);
+    for (uint32_t k = 0; k < ns; k++) cudaFree(dev[k]);
     free(host);
     free(dev);
     cudaStreamDestroy(s);

@@ -113,72 +113,96 @@ int rs_member_of(const char *pattern, const char *name, uint64_t *j)
     return 1;
 }
 
-uint64_t rs_desc_member_chunk(const rs_desc *d, uint64_t m)
+uint64_t rs_dims_member_chunk(uint32_t n, const uint64_t *cnt, const uint64_t *str, uint64_t offset, uint64_t m)
 {
-    if (!m || d->ndim == 0 || d->ndim > RS_DESC_MAX_DIMS) return 0;
-    for (uint32_t i = 0; i < d->ndim; i++)
-        if (d->count[i] == 0) return 1;
+    if (!m || n == 0 || n > RS_DESC_MAX_DIMS) return 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (cnt[i] == 0) return 1;
     uint32_t i = 0;
-    for (; i < d->ndim; i++) /* the member-stepping dims */
-        if (d->count[i] > 1 && (d->stride[i] < m || d->stride[i] % m)) break;
+    for (; i < n; i++) /* the member-stepping dims */
+        if (cnt[i] > 1 && (str[i] < m || str[i] % m)) break;
     uint64_t chunk = 1, extent = 1;
-    for (; i < d->ndim; i++) {
-        if (d->count[i] == 1) continue;
-        if (d->stride[i] >= m) return 0; /* a member-stepping dim inside a member-local one */
+    for (; i < n; i++) {
+        if (cnt[i] == 1) continue;
+        if (str[i] >= m) return 0; /* a member-stepping dim inside a member-local one */
         uint64_t t;
-        if (rs_umul_ovf(d->count[i] - 1, d->stride[i], &t) || rs_uadd_ovf(extent, t, &extent) ||
-            rs_umul_ovf(chunk, d->count[i], &chunk))
+        if (rs_umul_ovf(cnt[i] - 1, str[i], &t) || rs_uadd_ovf(extent, t, &extent) ||
+            rs_umul_ovf(chunk, cnt[i], &chunk))
             return 0;
     }
-    if (extent > m || d->offset % m > m - extent) return 0;
+    if (extent > m || offset % m > m - extent) return 0;
     return chunk;
+}
+
+uint64_t rs_desc_member_chunk(const rs_desc *d, uint64_t m)
+{
+    return rs_dims_member_chunk(d->ndim, d->count, d->stride, d->offset, m);
+}
+
+/* How a stream of dims cnt[0..nd) cuts at every `chunk` bytes. Unit dims are dropped (the innermost kept if
+ * all are): keep[0..*n) are the dims left. Dims keep[*k..*n) lie inside a chunk, except that with *q > 0
+ * dim keep[*k - 1] is split into [c / q, q] and its q part lies inside too; *k == 0 (no dim outside) needs
+ * a unit outer dim. Returns the dims of the cut form, or 0 when the stream does not cut so. */
+static uint32_t cut_core(uint32_t nd, const uint64_t *cnt, uint64_t chunk, uint32_t *keep, uint32_t *n, int *k,
+                         uint64_t *q)
+{
+    if (!chunk || nd == 0 || nd > RS_DESC_MAX_DIMS) return 0;
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < nd; i++)
+        if (cnt[i] != 1 || (i + 1 == nd && m == 0)) keep[m++] = i;
+    uint64_t acc = 1;
+    int j = (int)m;
+    *q = 0;
+    while (acc != chunk) {
+        if (j == 0 || chunk % acc) return 0;
+        uint64_t r = chunk / acc, c = cnt[keep[j - 1]];
+        if (c == 0) return 0;
+        if (r >= c) {
+            if (r % c) return 0;
+            acc *= c;
+            j--;
+            continue;
+        }
+        if (c % r) return 0;
+        *q = r;
+        acc = chunk;
+    }
+    *n = m;
+    *k = j;
+    uint32_t dims = m + (*q != 0) + (j == 0);
+    return dims <= RS_DESC_MAX_DIMS ? dims : 0;
+}
+
+int rs_dims_cut_ok(uint32_t n, const uint64_t *cnt, uint64_t chunk)
+{
+    uint32_t keep[RS_DESC_MAX_DIMS], m;
+    int k;
+    uint64_t q;
+    return cut_core(n, cnt, chunk, keep, &m, &k, &q) != 0;
 }
 
 int rs_desc_cut(const rs_desc *d, uint64_t chunk, rs_desc *out, uint32_t *nouter)
 {
-    if (!chunk || d->ndim == 0 || d->ndim > RS_DESC_MAX_DIMS) return -1;
-    uint64_t cnt[RS_DESC_MAX_DIMS + 1], str[RS_DESC_MAX_DIMS + 1];
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < d->ndim; i++) /* unit dims say nothing about where the stream can be cut */
-        if (d->count[i] != 1 || (i + 1 == d->ndim && n == 0)) cnt[n] = d->count[i], str[n] = d->stride[i], n++;
-    uint64_t acc = 1;
-    int k = (int)n; /* dims [k, n) are inside the chunk */
-    while (acc != chunk) {
-        if (k == 0 || chunk % acc) return -1;
-        uint64_t q = chunk / acc, c = cnt[k - 1];
-        if (c == 0) return -1;
-        if (q >= c) {
-            if (q % c) return -1;
-            acc *= c;
-            k--;
-            continue;
-        }
-        if (c % q || n == RS_DESC_MAX_DIMS) return -1;
-        /* split dim k-1 into [c / q, q] */
-        memmove(cnt + k, cnt + k - 1, (n - (uint32_t)k + 1) * sizeof cnt[0]);
-        memmove(str + k, str + k - 1, (n - (uint32_t)k + 1) * sizeof str[0]);
-        cnt[k - 1] = c / q;
-        str[k - 1] = str[k] * q;
-        cnt[k] = q;
-        n++;
-        acc = chunk;
-    }
-    if (k == 0) { /* the whole stream is one chunk: one outer step */
-        memmove(cnt + 1, cnt, n * sizeof cnt[0]);
-        memmove(str + 1, str, n * sizeof str[0]);
-        if (n == RS_DESC_MAX_DIMS) return -1;
-        cnt[0] = 1;
-        str[0] = chunk;
-        n++;
-        k = 1;
-    }
+    uint32_t keep[RS_DESC_MAX_DIMS], m;
+    int k;
+    uint64_t q;
+    if (!cut_core(d->ndim, d->count, chunk, keep, &m, &k, &q)) return -1;
     memset(out, 0, sizeof *out);
     out->loc = d->loc;
     out->offset = d->offset;
-    out->ndim = n;
-    memcpy(out->count, cnt, n * sizeof cnt[0]);
-    memcpy(out->stride, str, n * sizeof str[0]);
-    *nouter = (uint32_t)k;
+    uint32_t o = 0;
+    if (k == 0) out->count[o] = 1, out->stride[o] = chunk, o++; /* the whole stream is one chunk */
+    for (uint32_t i = 0; i < m; i++) {
+        uint64_t c = d->count[keep[i]], st = d->stride[keep[i]];
+        if (q && (int)i == k - 1) {
+            out->count[o] = c / q, out->stride[o] = st * q, o++;
+            out->count[o] = q, out->stride[o] = st, o++;
+        } else {
+            out->count[o] = c, out->stride[o] = st, o++;
+        }
+    }
+    out->ndim = o;
+    *nouter = k == 0 ? 1 : (uint32_t)k;
     return 0;
 }
 
@@ -207,8 +231,6 @@ uint64_t rs_op_group_chunk(const rs_desc *a, uint64_t ma, const rs_desc *b, uint
         g = g ? gcd_u64(g, c) : c;
     }
     if (!g) return rs_desc_bytes(a);
-    rs_desc t;
-    uint32_t k;
-    if (rs_desc_cut(a, g, &t, &k) || rs_desc_cut(b, g, &t, &k)) return 0;
+    if (!rs_dims_cut_ok(a->ndim, a->count, g) || !rs_dims_cut_ok(b->ndim, b->count, g)) return 0;
     return g;
 }

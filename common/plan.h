@@ -133,10 +133,13 @@ int rs_member_of(const char *pattern, const char *name, uint64_t *j);
  * and the latter, from offset % m, end inside the member. Returns those runs' bytes (the product of the
  * inner dims' counts; 1 for an empty descriptor), or 0 when d is not so. */
 uint64_t rs_desc_member_chunk(const rs_desc *d, uint64_t m);
+uint64_t rs_dims_member_chunk(uint32_t n, const uint64_t *cnt, const uint64_t *str, uint64_t offset, uint64_t m);
 /* The same byte stream as d with dims such that the innermost ones span exactly `chunk` bytes (one dim
  * may be split in two): out's dims [0, *nouter) step through the chunks. Returns 0, or -1 when d's stream
  * cannot be cut at every `chunk` bytes along its dims (or the result needs more than 8 dims). */
 int rs_desc_cut(const rs_desc *d, uint64_t chunk, rs_desc *out, uint32_t *nouter);
+/* Whether rs_desc_cut succeeds on dims with these counts (strides and offset do not matter). */
+int rs_dims_cut_ok(uint32_t n, const uint64_t *cnt, uint64_t chunk);
 /* The chunk an op's two descriptors are cut at so that every piece lies inside one member on both sides
  * (the gcd of the member-local runs of its sides on groups), or 0 when they cannot be; `ma`, `mb`: member
  * bytes of each side (0: not a group). With neither side on a group, the op's byte count. */

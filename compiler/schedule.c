@@ -202,23 +202,25 @@ static int try_extend(pl_pop *y, const pl_pop *x, int relaxed)
     return 1;
 }
 
-/* One side of an op as a descriptor (a staging side's offset is symbolic: only its counts matter here). */
-static void pop_side_desc(const pl_pop *p, int side, rs_desc *d)
-{
-    memset(d, 0, sizeof *d);
-    d->ndim = p->nd[side];
-    d->offset = p->off[side];
-    memcpy(d->count, pl_pcnt_c(p, side), d->ndim * sizeof d->count[0]);
-    memcpy(d->stride, pl_pstr_c(p, side), d->ndim * sizeof d->stride[0]);
-}
-
-/* Does op p split into pieces inside one member of each buffer group it touches (docs/format.md)? */
+/* Does op p split into pieces inside one member of each buffer group it touches (docs/format.md; the
+ * same test as rs_op_group_chunk, on the op's dims; a staging side's offset is symbolic, but only a group
+ * side's offset matters)? */
 static int pop_group_ok(const pl_pop *p, uint64_t m0, uint64_t m1)
 {
-    rs_desc a, b;
-    pop_side_desc(p, 0, &a);
-    pop_side_desc(p, 1, &b);
-    return rs_op_group_chunk(&a, m0, &b, m1) != 0;
+    uint64_t g = 0, c;
+    for (int s = 0; s < 2; s++) {
+        uint64_t m = s ? m1 : m0;
+        if (!m) continue;
+        c = rs_dims_member_chunk(p->nd[s], pl_pcnt_c(p, s), pl_pstr_c(p, s), p->off[s], m);
+        if (!c) return 0;
+        while (g) { /* gcd(g, c) into c */
+            uint64_t t = c % g;
+            c = g;
+            g = t;
+        }
+        g = c;
+    }
+    return rs_dims_cut_ok(p->nd[0], pl_pcnt_c(p, 0), g) && rs_dims_cut_ok(p->nd[1], pl_pcnt_c(p, 1), g);
 }
 
 /* try_extend, keeping an op on a buffer group splittable at member boundaries. */

@@ -47,6 +47,15 @@ add_executable(format_verify ${RS_FMT_DIR}/test_verify.c)
 target_link_libraries(format_verify PRIVATE rs_fmt_fixture)
 add_test(NAME format_verify_rank COMMAND format_verify)
 
+# Buffer groups (format 1.1): the member helpers of common/plan.c, the rank verifier's member rules on the
+# fixture with some buffers made groups (each broken op refused with its reason, each valid variant
+# accepted), minor version 1 only with a group, the flag round-trips, bad side fields are refused.
+add_executable(format_groups ${RS_FMT_DIR}/test_groups.c)
+target_link_libraries(format_groups PRIVATE rs_fmt_fixture)
+foreach(t helpers verify codec)
+  add_test(NAME format_groups_${t} COMMAND format_groups ${t} ${CMAKE_CURRENT_BINARY_DIR}/format)
+endforeach()
+
 # Relays (destination ranks forwarding from their destination buffers): the whole-plan verifier accepts a
 # chain across four domains and relays combined with NVLink fan-out, which also replay on the CPU transport,
 # and refuses each broken variant with its reason. Plans come from tests/runtime/rt_build.c; the planner

@@ -274,7 +274,7 @@ int fx_same_plan(const rs_plan *a, const rs_plan *b, int rank)
     for (uint32_t i = 0; i < A->nbuffers; i++) {
         const rs_buffer *x = &A->buffers[i], *y = &B->buffers[i];
         if (!same_str(x->name, y->name) || x->side != y->side || x->dtype != y->dtype || x->ndim != y->ndim ||
-            memcmp(x->shape, y->shape, x->ndim * sizeof x->shape[0]))
+            x->group != y->group || memcmp(x->shape, y->shape, x->ndim * sizeof x->shape[0]))
             DIFF("buffer");
     }
     for (uint32_t i = 0; i < A->npieces; i++) {

@@ -168,11 +168,23 @@ static void explicit_buffer(rs_layout *L, rng *R, uint32_t pi, const char *name)
     L->ni64 += 2 * bnd;
 }
 
+/* Make implicit buffer b (of a tensor of nd dims) a buffer group "NAME.{*}" (its first dim indexes members
+ * bound separately) one time in three, drawing from G so that R, and with it the rest of the layout, is
+ * the same as without groups. */
+static void maybe_group(rs_layout *L, rng *G, uint32_t b, uint32_t nd)
+{
+    if (!chance(G, 33) || nd < 2) return;
+    char gname[80];
+    snprintf(gname, sizeof gname, "%s.{*}", L->buffers[b].name);
+    L->buffers[b].name = rs_layout_name(L, gname, strlen(gname));
+    L->buffers[b].group = 1;
+}
+
 void gen_layout(rs_layout *L, uint64_t seed, const gen_opts *o)
 {
     gen_opts def = {24, 4, 12};
     if (!o) o = &def;
-    rng R = {seed * 7919 + 1};
+    rng R = {seed * 7919 + 1}, G = {seed * 6151 + 0x5bd1e995};
     uint32_t world = 2 + below(&R, o->max_world - 1);
     if (chance(&R, 70)) {
         uint32_t ds[] = {1, 2, 3, 4, 8};
@@ -223,6 +235,7 @@ void gen_layout(rs_layout *L, uint64_t seed, const gen_opts *o)
             uint32_t b = lb_buffer(L, name, RS_SRC, dt, 0, NULL);
             uint32_t pi = lb_piece(L, t, RS_SRC, m, b, np, pl, sliced ? slice : NULL, NULL);
             if (chance(&R, 30)) explicit_buffer(L, &R, pi, name);
+            else maybe_group(L, &G, b, nd);
         }
         uint32_t ndst = 1 + (chance(&R, 40) ? 1 : 0);
         for (uint32_t k = 0; k < ndst; k++) {
@@ -245,6 +258,7 @@ void gen_layout(rs_layout *L, uint64_t seed, const gen_opts *o)
             uint32_t b = lb_buffer(L, name, RS_DST, dt, 0, NULL);
             uint32_t pi = lb_piece(L, t, RS_DST, m, b, np, pl, sliced ? slice : NULL, NULL);
             if (chance(&R, 40)) explicit_buffer(L, &R, pi, name);
+            else maybe_group(L, &G, b, nd);
         }
     }
     lb_finish(L);

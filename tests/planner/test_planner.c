@@ -625,7 +625,7 @@ static void rand_opts(uint64_t seed, rs_plan_opts *o)
 
 static int run_prop(uint64_t n, uint64_t seed0)
 {
-    uint64_t relayed = 0;
+    uint64_t relayed = 0, grouped = 0;
     for (uint64_t seed = seed0; seed < seed0 + n; seed++) {
         rs_layout L;
         gen_layout(&L, seed, NULL);
@@ -642,6 +642,11 @@ static int run_prop(uint64_t n, uint64_t seed0)
             continue;
         }
         if (S.relay_bytes) relayed++;
+        for (uint32_t b = 0; b < P.layout.nbuffers; b++)
+            if (P.layout.buffers[b].group) {
+                grouped++;
+                break;
+            }
         rs_plan_stats_free(&S);
         /* the reference executor on every fourth case (verification ran inside the planner) */
         if (seed % 4 == 0 && rs_interp_run(&P, seed, err, sizeof err)) {
@@ -650,8 +655,9 @@ static int run_prop(uint64_t n, uint64_t seed0)
         }
         rs_plan_free(&P);
     }
-    printf("prop: %llu random layouts from seed %llu (%llu with relayed bytes), %d failures\n",
-           (unsigned long long)n, (unsigned long long)seed0, (unsigned long long)relayed, failures);
+    printf("prop: %llu random layouts from seed %llu (%llu with relayed bytes, %llu with buffer groups), %d failures\n",
+           (unsigned long long)n, (unsigned long long)seed0, (unsigned long long)relayed, (unsigned long long)grouped,
+           failures);
     return failures;
 }
 

@@ -1858,30 +1858,138 @@ static int groups_overlap(const char *p, const char *q)
            digits_extend(sp + 3, strlen(sp + 3), sq + 3, strlen(sq + 3), 0);
 }
 
-/* A member's name must not be another buffer's (of the same side): both would name the same memory. */
+/* Hashes of a name's prefixes (forward) and suffixes (backward), so that every split of a name into
+ * prefix + member number + suffix is looked up in O(1). */
+static uint64_t fnv_step(uint64_t h, unsigned char c) { return (h ^ c) * 0x100000001b3ull; }
+static uint64_t split_key(uint64_t hp, uint64_t hs, uint32_t side)
+{
+    return (hp * 0x9e3779b97f4a7c15ull) ^ (hs * 0xc2b2ae3d27d4eb4full) ^ side;
+}
+
+/* Pattern p{*}s -> (p, s) at `star`. */
+static void group_split(const char *name, size_t *plen, const char **suf, size_t *slen)
+{
+    const char *star = strstr(name, "{*}");
+    *plen = (size_t)(star - name);
+    *suf = star + 3;
+    *slen = strlen(star + 3);
+}
+
+static uint64_t group_key(const rs_buffer *g)
+{
+    size_t plen, slen;
+    const char *suf;
+    group_split(g->name, &plen, &suf, &slen);
+    uint64_t hp = 0xcbf29ce484222325ull, hs = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < plen; i++) hp = fnv_step(hp, (unsigned char)g->name[i]);
+    for (size_t i = slen; i-- > 0;) hs = fnv_step(hs, (unsigned char)suf[i]);
+    return split_key(hp, hs, g->side);
+}
+
+/* Strip digits next to '{*}': groups whose names differ elsewhere cannot name the same member. */
+static uint64_t group_core_key(const rs_buffer *g)
+{
+    size_t plen, slen;
+    const char *suf;
+    group_split(g->name, &plen, &suf, &slen);
+    while (plen && g->name[plen - 1] >= '0' && g->name[plen - 1] <= '9') plen--;
+    size_t skip = 0;
+    while (skip < slen && suf[skip] >= '0' && suf[skip] <= '9') skip++;
+    uint64_t h = rs_ast_hash(g->name, plen) * 31 + rs_ast_hash(suf + skip, slen - skip);
+    return h ^ g->side;
+}
+
+typedef struct {
+    uint64_t key;
+    uint32_t b;
+} gkey;
+
+static int gkey_cmp(const void *x, const void *y)
+{
+    const gkey *a = x, *b = y;
+    if (a->key != b->key) return a->key < b->key ? -1 : 1;
+    return a->b < b->b ? -1 : a->b > b->b;
+}
+
+#define GROUP_PAIR_BUDGET 20000000ull /* pairs of groups compared, for layouts with very many alike groups */
+
+/* A member's name must not be another buffer's (of the same side): both would name the same memory.
+ * Plain names are split at every run of up to 20 digits and the split looked up among the groups' (prefix,
+ * suffix) pairs; groups are compared in pairs only when their names differ just in digits next to '{*}'. */
 static void check_groups(sema *S)
 {
     const rs_layout *L = S->L;
-    rs_vec(uint32_t) groups = {0};
+    rs_vec(gkey) gk = {0};
     for (uint32_t b = 0; b < L->nbuffers; b++)
-        if (L->buffers[b].group) rs_vec_push(&groups, b);
-    for (size_t k = 0; k < groups.n && !stopped(S); k++) {
-        const rs_buffer *g = &L->buffers[groups.v[k]];
-        for (uint32_t b = 0; b < L->nbuffers; b++) {
-            const rs_buffer *o = &L->buffers[b];
-            uint64_t j;
-            if (b == groups.v[k] || o->side != g->side) continue;
-            if (o->group ? (b > groups.v[k] && groups_overlap(g->name, o->name)) : rs_member_of(g->name, o->name, &j)) {
-                if (o->group)
-                    ERR(S->binfo.v[b].loc, "buffer groups '%s' and '%s' can name the same member", o->name, g->name);
-                else
-                    ERR(S->binfo.v[b].loc, "buffer '%s' is also member %llu of buffer group '%s'", o->name,
-                        (unsigned long long)j, g->name);
-                NOTE(S->binfo.v[groups.v[k]].loc, "buffer group '%s' is here", g->name);
+        if (L->buffers[b].group) rs_vec_push(&gk, ((gkey){group_key(&L->buffers[b]), b}));
+    if (!gk.n) return;
+    /* open addressing: (prefix, suffix, side) key -> group */
+    uint32_t cap = 16;
+    while (cap < 2 * gk.n) cap *= 2;
+    gkey *tab = rs_xcalloc(cap, sizeof *tab);
+    for (size_t i = 0; i < gk.n; i++) {
+        uint32_t j = (uint32_t)gk.v[i].key & (cap - 1);
+        while (tab[j].key || tab[j].b) j = (j + 1) & (cap - 1);
+        tab[j] = gk.v[i];
+        tab[j].b++; /* 0 marks an empty slot */
+    }
+    uint64_t *hp = NULL, *hs = NULL;
+    size_t hcap = 0;
+    for (uint32_t b = 0; b < L->nbuffers && !stopped(S); b++) {
+        const rs_buffer *o = &L->buffers[b];
+        if (o->group) continue;
+        const char *nm = o->name;
+        size_t n = strlen(nm);
+        if (n + 1 > hcap) {
+            hcap = 2 * (n + 1);
+            hp = rs_xrealloc(hp, hcap * sizeof *hp);
+            hs = rs_xrealloc(hs, hcap * sizeof *hs);
+        }
+        hp[0] = hs[n] = 0xcbf29ce484222325ull;
+        for (size_t i = 0; i < n; i++) hp[i + 1] = fnv_step(hp[i], (unsigned char)nm[i]);
+        for (size_t i = n; i-- > 0;) hs[i] = fnv_step(hs[i + 1], (unsigned char)nm[i]);
+        for (size_t st = 0; st < n; st++) {
+            if (nm[st] < '0' || nm[st] > '9') continue;
+            for (size_t en = st + 1; en <= n && en - st <= 20 && nm[en - 1] >= '0' && nm[en - 1] <= '9'; en++) {
+                if (nm[st] == '0' && en - st > 1) break; /* members are named without leading zeros */
+                uint64_t key = split_key(hp[st], hs[en], o->side);
+                for (uint32_t j = (uint32_t)key & (cap - 1); tab[j].b; j = (j + 1) & (cap - 1)) {
+                    if (tab[j].key != key) continue;
+                    const rs_buffer *g = &L->buffers[tab[j].b - 1];
+                    uint64_t m;
+                    if (!rs_member_of(g->name, nm, &m)) continue;
+                    ERR(S->binfo.v[b].loc, "buffer '%s' is also member %llu of buffer group '%s'", nm,
+                        (unsigned long long)m, g->name);
+                    NOTE(S->binfo.v[tab[j].b - 1].loc, "buffer group '%s' is here", g->name);
+                    st = n; /* one error per name */
+                    break;
+                }
+                if (st == n) break;
             }
         }
     }
-    rs_vec_free(&groups);
+    free(hp);
+    free(hs);
+    free(tab);
+    /* groups against groups, within classes of names equal but for the digits next to '{*}' */
+    for (size_t i = 0; i < gk.n; i++) gk.v[i].key = group_core_key(&L->buffers[gk.v[i].b]);
+    qsort(gk.v, gk.n, sizeof *gk.v, gkey_cmp);
+    uint64_t pairs = 0;
+    for (size_t i = 0; i < gk.n && !stopped(S); i++)
+        for (size_t j = i + 1; j < gk.n && gk.v[j].key == gk.v[i].key && !stopped(S); j++) {
+            if (++pairs > GROUP_PAIR_BUDGET) {
+                ERR(S->binfo.v[gk.v[i].b].loc, "more than %llu pairs of buffer groups whose names differ only in "
+                    "the digits next to '{*}': give the groups names that differ elsewhere",
+                    (unsigned long long)GROUP_PAIR_BUDGET);
+                i = gk.n;
+                break;
+            }
+            const rs_buffer *g = &L->buffers[gk.v[i].b], *o = &L->buffers[gk.v[j].b];
+            if (g->side != o->side || !groups_overlap(g->name, o->name)) continue;
+            ERR(S->binfo.v[gk.v[j].b].loc, "buffer groups '%s' and '%s' can name the same member", o->name, g->name);
+            NOTE(S->binfo.v[gk.v[i].b].loc, "buffer group '%s' is here", g->name);
+        }
+    rs_vec_free(&gk);
 }
 
 /* ---------------------------------------------------------------- assembly */

@@ -206,16 +206,6 @@ int rs_desc_cut(const rs_desc *d, uint64_t chunk, rs_desc *out, uint32_t *nouter
     return 0;
 }
 
-static uint64_t gcd_u64(uint64_t a, uint64_t b)
-{
-    while (b) {
-        uint64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
 uint64_t rs_op_group_chunk(const rs_desc *a, uint64_t ma, const rs_desc *b, uint64_t mb)
 {
     uint64_t g = 0;
@@ -228,7 +218,7 @@ uint64_t rs_op_group_chunk(const rs_desc *a, uint64_t ma, const rs_desc *b, uint
     if (mb) {
         uint64_t c = rs_desc_member_chunk(b, mb);
         if (!c) return 0;
-        g = g ? gcd_u64(g, c) : c;
+        g = g ? rs_gcd_u64(g, c) : c;
     }
     if (!g) return rs_desc_bytes(a);
     if (!rs_dims_cut_ok(a->ndim, a->count, g) || !rs_dims_cut_ok(b->ndim, b->count, g)) return 0;

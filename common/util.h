@@ -29,6 +29,15 @@ static inline int rs_sub_ovf(int64_t a, int64_t b, int64_t *r) { return __builti
 static inline int rs_mul_ovf(int64_t a, int64_t b, int64_t *r) { return __builtin_mul_overflow(a, b, r); }
 static inline int rs_umul_ovf(uint64_t a, uint64_t b, uint64_t *r) { return __builtin_mul_overflow(a, b, r); }
 static inline int rs_uadd_ovf(uint64_t a, uint64_t b, uint64_t *r) { return __builtin_add_overflow(a, b, r); }
+static inline uint64_t rs_gcd_u64(uint64_t a, uint64_t b)
+{
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
 
 /* Growable array: a struct with fields `T *v; size_t n, cap;`.
  * rs_vec_push(&vec, value) appends; rs_vec_reserve(&vec, k) makes room for k more. */

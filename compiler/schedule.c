@@ -213,12 +213,7 @@ static int pop_group_ok(const pl_pop *p, uint64_t m0, uint64_t m1)
         if (!m) continue;
         c = rs_dims_member_chunk(p->nd[s], pl_pcnt_c(p, s), pl_pstr_c(p, s), p->off[s], m);
         if (!c) return 0;
-        while (g) { /* gcd(g, c) into c */
-            uint64_t t = c % g;
-            c = g;
-            g = t;
-        }
-        g = c;
+        g = g ? rs_gcd_u64(g, c) : c;
     }
     return rs_dims_cut_ok(p->nd[0], pl_pcnt_c(p, 0), g) && rs_dims_cut_ok(p->nd[1], pl_pcnt_c(p, 1), g);
 }

@@ -4,16 +4,7 @@
 #include <string.h>
 
 #include "kernels.h"
-
-static uint64_t gcd64(uint64_t a, uint64_t b)
-{
-    while (b) {
-        uint64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
+#include "util.h"
 
 uint64_t rs_kjob_tile_bytes(uint64_t bytes, int nsm)
 {
@@ -38,7 +29,7 @@ uint64_t rs_kjob_build(rs_kjob *q, const char *sp, uint32_t sndim, const uint64_
                        uint64_t tile_bytes, uint64_t first_tile)
 {
     memset(q, 0, sizeof *q);
-    uint64_t seg = gcd64(scount[sndim - 1], dcount[dndim - 1]);
+    uint64_t seg = rs_gcd_u64(scount[sndim - 1], dcount[dndim - 1]);
     q->src = sp;
     q->dst = dp;
     q->snd = seg_dims(sndim, scount, sstride, seg, q->scount, q->sstride);

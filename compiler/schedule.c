@@ -578,10 +578,11 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
         x.code = RS_OP_COPY;
         set_local(&x, 0, E->sloc, &sd);
         set_local(&x, 1, E->dloc, &dd);
-        /* between buffers that do not cut alike at member boundaries: smaller boxes until they do */
-        if (c->bind_mb && (E->sm->mbytes || E->dm->mbytes) &&
-            !pop_group_ok(&x, pl_loc_mbytes(c, p->r, E->sloc), pl_loc_mbytes(c, p->r, E->dloc)))
-            return 2;
+        /* Both sides map one box through the common refinement of block and buffer shapes (or row runs
+         * inside one row of each), so a group side's member-local run is a suffix of F dims, at which the
+         * other side's folded dims always cut. */
+        rs_assert(!c->bind_mb || !(E->sm->mbytes || E->dm->mbytes) ||
+                  pop_group_ok(&x, pl_loc_mbytes(c, p->r, E->sloc), pl_loc_mbytes(c, p->r, E->dloc)));
         add_pop(c, sb_get(c, p->r, RS_LANE_NVL, -1), &x, 0);
         return 0;
     }

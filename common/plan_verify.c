@@ -248,15 +248,19 @@ int rs_plan_verify_rank(const rs_plan *P, uint32_t rank, char *err, size_t errle
     free(seen);
     if (rc) return rc;
     /* Member bytes of each binding on a group (0: a plain binding): its ops must cut at member bounds. */
-    uint64_t *mbytes = NULL;
+    uint64_t *mbytes = NULL, members = 0;
     for (uint32_t i = 0; i < g->nbindings; i++)
         if (L->buffers[g->bindings[i].buffer].group) {
             if (!mbytes) mbytes = rs_xcalloc(g->nbindings, sizeof *mbytes);
             mbytes[i] = rs_binding_member_bytes(L, &g->bindings[i]);
-            if (!mbytes[i] && g->bindings[i].bytes) {
+            members += rs_binding_members(L, &g->bindings[i]);
+            const char *why = !mbytes[i] && g->bindings[i].bytes ? "has no members"
+                              : members > RS_PLAN_MAX_MEMBERS     ? "takes the rank over 2^20 members of groups"
+                                                                  : NULL;
+            if (why) {
                 free(mbytes);
-                return bad(err, errlen, "rank %u: binding of group '%s' has no members", rank,
-                           L->buffers[g->bindings[i].buffer].name);
+                return bad(err, errlen, "rank %u: binding of group '%s' %s", rank,
+                           L->buffers[g->bindings[i].buffer].name, why);
             }
         }
 #define MEMBER_BYTES(loc) (mbytes && (loc) != RS_LOC_STAGING ? mbytes[loc] : 0)

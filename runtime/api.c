@@ -120,50 +120,15 @@ void rs_rt_plan_unref(struct rsPlan *p)
 {
     if (p && atomic_fetch_sub(&p->refs, 1) == 1) {
         free_member_names(p);
+        pthread_mutex_destroy(&p->mnames_mu);
         rs_plan_free(&p->P);
         free(p);
     }
 }
 
-/* Names of the members of every buffer group, as many as the loaded ranks bind (0 on success). */
-static int make_member_names(struct rsPlan *p)
-{
-    const rs_layout *L = &p->P.layout;
-    int any = 0;
-    for (uint32_t b = 0; b < L->nbuffers; b++) any |= L->buffers[b].group != 0;
-    if (!any) return 0;
-    p->mnames = calloc(L->nbuffers, sizeof *p->mnames);
-    p->nmnames = calloc(L->nbuffers, sizeof *p->nmnames);
-    if (!p->mnames || !p->nmnames) return -1;
-    for (uint32_t r = 0; r < L->topo.world; r++) {
-        const rs_rank_prog *g = &p->P.ranks[r];
-        if (!g->loaded) continue;
-        for (uint32_t i = 0; i < g->nbindings; i++) {
-            uint32_t b = g->bindings[i].buffer;
-            uint64_t n = L->buffers[b].group ? rs_binding_members(L, &g->bindings[i]) : 0;
-            if (n > p->nmnames[b]) {
-                char **v = realloc(p->mnames[b], n * sizeof *v);
-                if (!v) return -1;
-                p->mnames[b] = v;
-                for (uint64_t j = p->nmnames[b]; j < n; j++) {
-                    int len = rs_member_name(L->buffers[b].name, j, NULL, 0);
-                    v[j] = malloc((size_t)len + 1);
-                    if (!v[j]) {
-                        p->nmnames[b] = j;
-                        return -1;
-                    }
-                    rs_member_name(L->buffers[b].name, j, v[j], (size_t)len + 1);
-                }
-                p->nmnames[b] = n;
-            }
-        }
-    }
-    return 0;
-}
-
 uint32_t rs_rt_nslots(const struct rsPlan *p, const rs_rank_prog *g)
 {
-    uint64_t n = 0;
+    uint64_t n = 0; /* at most nbindings + 2^20 (rs_plan_verify_rank) */
     for (uint32_t i = 0; i < g->nbindings; i++) n += rs_binding_members(&p->P.layout, &g->bindings[i]);
     return n > INT32_MAX ? INT32_MAX : (uint32_t)n;
 }
@@ -181,11 +146,32 @@ void rs_rt_slot(const struct rsPlan *p, const rs_rank_prog *g, uint32_t k, uint3
     *member = at;
 }
 
-const char *rs_rt_slot_name(const struct rsPlan *p, const rs_rank_prog *g, uint32_t binding, uint64_t member)
+const char *rs_rt_slot_name(const struct rsPlan *cp, const rs_rank_prog *g, uint32_t binding, uint64_t member)
 {
+    struct rsPlan *p = (struct rsPlan *)cp; /* the name cache is the only thing that changes */
     uint32_t b = g->bindings[binding].buffer;
-    if (!p->P.layout.buffers[b].group) return p->P.layout.buffers[b].name;
-    return p->mnames[b][member];
+    const rs_buffer *buf = &p->P.layout.buffers[b];
+    if (!buf->group) return buf->name;
+    pthread_mutex_lock(&p->mnames_mu);
+    if (!p->mnames) {
+        p->mnames = rs_xcalloc(p->P.layout.nbuffers, sizeof *p->mnames);
+        p->nmnames = rs_xcalloc(p->P.layout.nbuffers, sizeof *p->nmnames);
+    }
+    if (member >= p->nmnames[b]) {
+        uint64_t n = member + 1 > 2 * p->nmnames[b] ? member + 1 : 2 * p->nmnames[b];
+        p->mnames[b] = rs_xrealloc(p->mnames[b], n * sizeof *p->mnames[b]);
+        memset(p->mnames[b] + p->nmnames[b], 0, (n - p->nmnames[b]) * sizeof *p->mnames[b]);
+        p->nmnames[b] = n;
+    }
+    if (!p->mnames[b][member]) {
+        int len = rs_member_name(buf->name, member, NULL, 0);
+        char *s = rs_xmalloc((size_t)len + 1);
+        rs_member_name(buf->name, member, s, (size_t)len + 1);
+        p->mnames[b][member] = s;
+    }
+    const char *name = p->mnames[b][member];
+    pthread_mutex_unlock(&p->mnames_mu);
+    return name;
 }
 
 static rsResult_t plan_finish(rs_plan *P, int rank, rsPlan_t *out)
@@ -197,12 +183,7 @@ static rsResult_t plan_finish(rs_plan *P, int rank, rsPlan_t *out)
     }
     p->P = *P;
     memset(P, 0, sizeof *P);
-    if (make_member_names(p)) {
-        free_member_names(p);
-        rs_plan_free(&p->P);
-        free(p);
-        return rs_rt_err(rsSystemError, "out of memory naming the members of buffer groups");
-    }
+    pthread_mutex_init(&p->mnames_mu, NULL);
     p->rank = rank;
     atomic_init(&p->refs, 1);
     *out = p;

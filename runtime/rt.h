@@ -36,8 +36,9 @@ struct rsPlan {
     rs_plan P;
     int rank; /* loaded rank or RS_ALL_RANKS */
     atomic_int refs;
-    /* Buffer groups: member names per layout buffer (NULL for a plain buffer), as many as the loaded ranks
-     * bind; the API lists and binds each member as a buffer of its own. */
+    /* Buffer groups: member names per layout buffer, made when first asked for (the API lists and binds
+     * each member as a buffer of its own; a name lives as long as the plan). */
+    pthread_mutex_t mnames_mu;
     char ***mnames;
     uint64_t *nmnames;
 };

@@ -247,6 +247,9 @@ M(unpack_one_run, (group_model_w(P)))
 M(unpack_per_member, (group_model_w(P), P->ranks[3].descs[1] = DESC(0, 4, 6, 6, 1)))
 M(unpack_staging_uncut, (group_model_w(P), P->ranks[3].descs[1] = DESC(0, 4, 6, 6, 1),
                          P->ranks[3].descs[0] = DESC(0, 3, 8, 8, 1), P->ranks[3].descs[0].loc = RS_LOC_STAGING))
+/* 2^20 + 1 one-element members: over the per-rank limit (the runtime names and binds each one) */
+M(too_many_members, (P->ranks[0].bindings[0].shape[0] = 1048577, P->ranks[0].bindings[0].shape[1] = 1,
+                     P->ranks[0].bindings[0].bytes = 2097154))
 M(group_binding_scalar, (rename_buffer(P, 3, "model.{*}.b", 1), P->ranks[2].bindings[1].ndim = 0,
                          P->ranks[2].bindings[1].bytes = 4))
 
@@ -279,6 +282,8 @@ static const struct {
     {"unpack per member", unpack_per_member, 3, NULL},
     {"unpack from staging that cannot be cut per member", unpack_staging_uncut, 3,
      "op 2 UNPACK: does not split into pieces inside one member of group 'model.{*}.w'"},
+    {"more than 2^20 members on a rank", too_many_members, 0,
+     "rank 0: binding of group 'layers.{*}.w' takes the rank over 2^20 members of groups"},
     {"group binding without a member dim", group_binding_scalar, 2,
      "rank 2: binding of group 'model.{*}.b' has no member dimension"},
 };

@@ -124,7 +124,11 @@ static void summary(const rs_ir *ir, const char *path)
     const rs_topology *T = &L->topo;
     uint32_t npieces[2] = {0, 0}, nbuffers[2] = {0, 0};
     unsigned __int128 held[2] = {0, 0}, logical = 0;
-    for (uint32_t b = 0; b < L->nbuffers; b++) nbuffers[L->buffers[b].side]++;
+    uint32_t ngroups[2] = {0, 0};
+    for (uint32_t b = 0; b < L->nbuffers; b++) {
+        nbuffers[L->buffers[b].side]++;
+        ngroups[L->buffers[b].side] += L->buffers[b].group != 0;
+    }
     for (uint32_t t = 0; t < L->ntensors; t++) {
         const rs_tensor *tn = &L->tensors[t];
         unsigned __int128 e = (unsigned)rs_dtype_size(tn->dtype);
@@ -183,7 +187,12 @@ static void summary(const rs_ir *ir, const char *path)
     printf("tensors   %u, ", L->ntensors);
     print_bytes(logical);
     printf("\npieces    src %u, dst %u\n", npieces[0], npieces[1]);
-    printf("buffers   src %u, dst %u\n", nbuffers[0], nbuffers[1]);
+    printf("buffers   ");
+    for (int side = 0; side < 2; side++) { /* groups named only when there are some: older outputs stay */
+        printf("%s %u", side ? ", dst" : "src", nbuffers[side]);
+        if (ngroups[side]) printf(" (%u group%s)", ngroups[side], ngroups[side] == 1 ? "" : "s");
+    }
+    printf("\n");
     printf("ranks     src %u, dst %u, both %u\n", nranks[0], nranks[1], nranks[2]);
     printf("domains   src %u, dst %u, both %u\n", ndom[0], ndom[1], ndom[2]);
     printf("held src  ");

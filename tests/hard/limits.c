@@ -194,6 +194,12 @@ int main(int argc, char **argv)
          "main.layout", 1, "2000000", "world of 2000000 ranks is past the rank limit (1048576)", 64},
         {"domains", fmt("topology { domains = [0..2000000]; }\nmesh m [x = 2] = ranks 0..2;\n"), d, "main.layout",
          1, "0..2000000", "rank 1999999 is past the rank limit (1048576 ranks)", 64},
+        /* buffer groups compared in pairs (names equal but for the digits next to '{*}'), 2e7 pairs */
+        {"buffer group pairs",
+         fmt("%stensor w : bf16[2, 2];\nfor i in 1000..8000 { src w on m { x = 0 } as \"g{i}{*}\"; }\n"
+             "dst w on m { x = 1 } as \"d\";\n", HEAD),
+         d, "main.layout", 4, "\"g{i}{*}\"",
+         "more than 20000000 pairs of buffer groups whose names differ only in the digits next to '{*}'", 200},
         /* include depth, default 32 */
         {"include depth", fmt("%sinclude \"inc_0.layout\";\n", HEAD), d, "inc_31.layout", 1, "\"inc_32.layout\"",
          "includes nested too deeply (more than 32 levels)", 64},

@@ -168,7 +168,7 @@ static void explicit_buffer(rs_layout *L, rng *R, uint32_t pi, const char *name)
     L->ni64 += 2 * bnd;
 }
 
-/* Make implicit buffer b (of a tensor of nd dims) a buffer group "NAME.{*}" (its first dim indexes members
+/* Make buffer b (of nd dims) a buffer group "NAME.{*}" (its first dim indexes members
  * bound separately) one time in three, drawing from G so that R, and with it the rest of the layout, is
  * the same as without groups. */
 static void maybe_group(rs_layout *L, rng *G, uint32_t b, uint32_t nd)
@@ -178,6 +178,14 @@ static void maybe_group(rs_layout *L, rng *G, uint32_t b, uint32_t nd)
     snprintf(gname, sizeof gname, "%s.{*}", L->buffers[b].name);
     L->buffers[b].name = rs_layout_name(L, gname, strlen(gname));
     L->buffers[b].group = 1;
+}
+
+/* The same for piece pi's buffer, implicit or explicit (a padded box, or a block refilled into another
+ * shape: member ends and row ends of the box need not line up). */
+static void maybe_group_piece(rs_layout *L, rng *G, uint32_t pi, uint32_t nd)
+{
+    uint32_t b = L->pieces[pi].buffer;
+    maybe_group(L, G, b, L->buffers[b].ndim ? L->buffers[b].ndim : nd);
 }
 
 void gen_layout(rs_layout *L, uint64_t seed, const gen_opts *o)
@@ -235,7 +243,7 @@ void gen_layout(rs_layout *L, uint64_t seed, const gen_opts *o)
             uint32_t b = lb_buffer(L, name, RS_SRC, dt, 0, NULL);
             uint32_t pi = lb_piece(L, t, RS_SRC, m, b, np, pl, sliced ? slice : NULL, NULL);
             if (chance(&R, 30)) explicit_buffer(L, &R, pi, name);
-            else maybe_group(L, &G, b, nd);
+            maybe_group_piece(L, &G, pi, nd);
         }
         uint32_t ndst = 1 + (chance(&R, 40) ? 1 : 0);
         for (uint32_t k = 0; k < ndst; k++) {
@@ -258,7 +266,7 @@ void gen_layout(rs_layout *L, uint64_t seed, const gen_opts *o)
             uint32_t b = lb_buffer(L, name, RS_DST, dt, 0, NULL);
             uint32_t pi = lb_piece(L, t, RS_DST, m, b, np, pl, sliced ? slice : NULL, NULL);
             if (chance(&R, 40)) explicit_buffer(L, &R, pi, name);
-            else maybe_group(L, &G, b, nd);
+            maybe_group_piece(L, &G, pi, nd);
         }
     }
     lb_finish(L);

@@ -2,8 +2,8 @@
  * listed), meshes over random rank lists (source and destination sides overlapping or not), tensors of
  * 0..4 dims, source and destination pieces with nested, ragged and fixed-block shards, pins, replicated
  * axes, slices, and implicit or explicit buffers (boxes, blocks refilling boxes of another shape,
- * several pieces sharing one buffer), implicit buffers of 2+ dims made buffer groups ("NAME.{*}") one
- * time in three. Every destination element is covered by some source. */
+ * several pieces sharing one buffer), buffers of 2+ dims (implicit, or explicit with their boxes) made
+ * buffer groups ("NAME.{*}") one time in three. Every destination element is covered by some source. */
 #ifndef RS_TEST_GEN_H
 #define RS_TEST_GEN_H
 

@@ -29,6 +29,12 @@ int main(int argc, char **argv)
         po.zero_copy_min = seed % 3 == 0 ? 1 : seed % 3 == 1 ? 64 : 1 << 20;
         po.fanout_split_min = seed % 2 ? 16 : 64 << 10;
         po.verify = 1;
+        /* a quarter of the seeds relay (destination ranks forward what they received, also out of buffer
+         * groups into other domains), in chains or trees */
+        if (seed % 8 >= 6) {
+            po.relays = RS_RELAYS_ON;
+            po.relay_fanout = 1 + (uint32_t)(seed / 8 % 3);
+        }
         rs_plan P;
         char err[1024];
         uint32_t bad_piece;

@@ -111,11 +111,7 @@ void rs_host_copy(char *dp, const rs_shape *d, const char *sp, const rs_shape *s
 
 /* ---------------------------------------------------------------- compile */
 
-const char *rs_exec_slot_name(const rs_exec *x, uint32_t k)
-{
-    uint32_t i = x->slot_bind[k];
-    return rs_rt_slot_name(x->plan, x->prog, i, k - x->slot_base[i]);
-}
+const char *rs_exec_slot_name(const rs_exec *x, uint32_t k) { return x->slot_name[k]; }
 
 static int cmp_by_name(const void *a, const void *b, void *arg)
 {
@@ -334,7 +330,8 @@ rsResult_t rs_exec_new(struct rsPlan *plan, int rank, const rsConfig_t *cfg, rs_
     x->bind_ptr = calloc(ns ? ns : 1, sizeof *x->bind_ptr);
     x->bound = calloc(ns ? ns : 1, 1);
     x->by_name = calloc(ns ? ns : 1, sizeof *x->by_name);
-    if (!x->slot_base || !x->slot_bind || !x->mbytes || !x->bind_ptr || !x->bound || !x->by_name) {
+    x->slot_name = calloc(ns ? ns : 1, sizeof *x->slot_name);
+    if (!x->slot_base || !x->slot_bind || !x->mbytes || !x->bind_ptr || !x->bound || !x->by_name || !x->slot_name) {
         rs_exec_free(x);
         return rs_rt_err(rsSystemError, "out of memory creating an executor");
     }
@@ -345,7 +342,10 @@ rsResult_t rs_exec_new(struct rsPlan *plan, int rank, const rsConfig_t *cfg, rs_
         x->has_groups |= P->layout.buffers[b->buffer].group != 0;
         x->slot_base[i] = k;
         x->mbytes[i] = rs_binding_member_bytes(&P->layout, b);
-        for (uint64_t j = 0; j < n && k < ns; j++) x->slot_bind[k++] = i;
+        for (uint64_t j = 0; j < n && k < ns; j++) {
+            x->slot_name[k] = rs_rt_slot_name(plan, x->prog, i, j); /* names looked up once, not per comparison */
+            x->slot_bind[k++] = i;
+        }
     }
     x->slot_base[nb] = k;
     for (uint32_t i = 0; i < ns; i++) x->by_name[i] = i;
@@ -370,6 +370,7 @@ void rs_exec_free(rs_exec *x)
     free(x->bind_ptr);
     free(x->bound);
     free(x->by_name);
+    free(x->slot_name);
     free(x->xs);
     free(x->jobs);
     free(x->p2p);

@@ -296,17 +296,19 @@ uint64_t rs_replay_slot(rsPlan_t plan, uint32_t rank, uint32_t k, uint32_t *bind
 static void move_slots(rsPlan_t plan, uint32_t r, void **host, void **dev, const rs_replay_mem *mem, int up)
 {
     const rs_rank_prog *g = &plan->P.ranks[r];
-    uint32_t ns = rs_rt_nslots(plan, g);
-    for (uint32_t k = 0; k < ns; k++) {
-        uint32_t i;
-        uint64_t j, n = slot_bytes(plan, g, k, &i, &j);
-        char *h = (char *)host[i] + j * n;
-        if (mem && (up ? mem->upload : mem->download)) {
-            if (up) mem->upload(mem->ctx, r, dev[k], h, n);
-            else mem->download(mem->ctx, r, h, dev[k], n);
-        } else if (dev[k] != (void *)h && n) {
-            if (up) memcpy(dev[k], h, n);
-            else memcpy(h, dev[k], n);
+    uint32_t ns = rs_rt_nslots(plan, g), k = 0;
+    for (uint32_t i = 0; i < g->nbindings; i++) {
+        uint64_t m = rs_binding_members(&plan->P.layout, &g->bindings[i]);
+        uint64_t n = rs_binding_member_bytes(&plan->P.layout, &g->bindings[i]);
+        for (uint64_t j = 0; j < m && k < ns; j++, k++) {
+            char *h = (char *)host[i] + j * n;
+            if (mem && (up ? mem->upload : mem->download)) {
+                if (up) mem->upload(mem->ctx, r, dev[k], h, n);
+                else mem->download(mem->ctx, r, h, dev[k], n);
+            } else if (dev[k] != (void *)h && n) {
+                if (up) memcpy(dev[k], h, n);
+                else memcpy(h, dev[k], n);
+            }
         }
     }
 }
@@ -328,16 +330,18 @@ int rs_replay_run(rsPlan_t plan, const rs_replay_opts *o, rs_replay_result *res)
         /* host: one block per binding (filled and checked in the layout's terms); dev: one per bindable
          * buffer, each member of a buffer group in an allocation of its own (so a run that treated a group
          * as one block would miss) */
-        uint32_t ns = rs_rt_nslots(plan, g);
+        uint32_t ns = rs_rt_nslots(plan, g), k = 0;
         host[r] = rs_xcalloc(g->nbindings + 1, sizeof(void *));
         dev[r] = rs_xcalloc(ns + 1, sizeof(void *));
-        for (uint32_t k = 0; k < ns; k++) {
-            uint32_t i;
-            uint64_t j, n = slot_bytes(plan, g, k, &i, &j);
-            if (j == 0) host[r][i] = rs_xmalloc(g->bindings[i].bytes ? g->bindings[i].bytes : 1);
-            if (mem && mem->alloc) dev[r][k] = mem->alloc(mem->ctx, r, n ? n : 1);
-            else if (P->layout.buffers[g->bindings[i].buffer].group) dev[r][k] = rs_xmalloc(n ? n : 1);
-            else dev[r][k] = host[r][i];
+        for (uint32_t i = 0; i < g->nbindings; i++) {
+            host[r][i] = rs_xmalloc(g->bindings[i].bytes ? g->bindings[i].bytes : 1);
+            uint64_t m = rs_binding_members(&P->layout, &g->bindings[i]);
+            uint64_t n = rs_binding_member_bytes(&P->layout, &g->bindings[i]);
+            for (uint64_t j = 0; j < m && k < ns; j++, k++) {
+                if (mem && mem->alloc) dev[r][k] = mem->alloc(mem->ctx, r, n ? n : 1);
+                else if (P->layout.buffers[g->bindings[i].buffer].group) dev[r][k] = rs_xmalloc(n ? n : 1);
+                else dev[r][k] = host[r][i];
+            }
         }
         rs_replay_fill(P, r, host[r]);
         move_slots(plan, r, host[r], dev[r], mem, 1);
@@ -362,12 +366,14 @@ int rs_replay_run(rsPlan_t plan, const rs_replay_opts *o, rs_replay_result *res)
         if (ca[r].res != rsSuccess) set_error(res, ca[r].res, "%s", ca[r].err);
     for (uint32_t r = 0; r < W && res->result == rsSuccess; r++) {
         const rs_rank_prog *g = &P->ranks[r];
-        uint32_t ns = rs_rt_nslots(plan, g);
-        for (uint32_t k = 0; k < ns && res->result == rsSuccess; k++) {
-            uint32_t i;
-            uint64_t j, n = slot_bytes(plan, g, k, &i, &j);
-            rr = rsExecBindIndex(ca[r].exec, (int)k, dev[r][k], n);
-            if (rr != rsSuccess) set_error(res, rr, "%s", rsGetLastError());
+        uint32_t ns = rs_rt_nslots(plan, g), k = 0;
+        for (uint32_t i = 0; i < g->nbindings && res->result == rsSuccess; i++) {
+            uint64_t m = rs_binding_members(&P->layout, &g->bindings[i]);
+            uint64_t n = rs_binding_member_bytes(&P->layout, &g->bindings[i]);
+            for (uint64_t j = 0; j < m && k < ns && res->result == rsSuccess; j++, k++) {
+                rr = rsExecBindIndex(ca[r].exec, (int)k, dev[r][k], n);
+                if (rr != rsSuccess) set_error(res, rr, "%s", rsGetLastError());
+            }
         }
         if (o->inject_rank == (int)r) rs_exec_inject_fault(ca[r].exec, o->inject_step);
     }
@@ -420,13 +426,13 @@ out:
     for (uint32_t r = 0; r < W; r++) {
         if (!host[r]) continue;
         const rs_rank_prog *g = &P->ranks[r];
-        uint32_t ns = rs_rt_nslots(plan, g);
-        for (uint32_t k = 0; k < ns; k++) {
-            uint32_t i;
-            uint64_t j;
-            slot_bytes(plan, g, k, &i, &j);
-            if (mem && mem->release && dev[r][k]) mem->release(mem->ctx, r, dev[r][k]);
-            else if (!(mem && mem->alloc) && dev[r][k] != host[r][i]) free(dev[r][k]);
+        uint32_t ns = rs_rt_nslots(plan, g), k = 0;
+        for (uint32_t i = 0; i < g->nbindings; i++) {
+            uint64_t m = rs_binding_members(&P->layout, &g->bindings[i]);
+            for (uint64_t j = 0; j < m && k < ns; j++, k++) {
+                if (mem && mem->release && dev[r][k]) mem->release(mem->ctx, r, dev[r][k]);
+                else if (!(mem && mem->alloc) && dev[r][k] != host[r][i]) free(dev[r][k]);
+            }
         }
         for (uint32_t i = 0; i < g->nbindings; i++) free(host[r][i]);
         free(host[r]);

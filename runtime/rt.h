@@ -138,6 +138,7 @@ struct rsExec {
     uint8_t *bound;       /* [nslots] */
     uint32_t nbound;
     uint32_t *by_name;    /* slots sorted by (name, side) */
+    const char **slot_name; /* [nslots] */
     char *staging;     /* host or device */
     int staging_owned;
     int prepared;

@@ -160,17 +160,54 @@ class PlanTests(unittest.TestCase):
         p.close()
 
     def test_buffer_group_members(self):
-        """A buffer group's members are listed, bound and filled one by one, each its own array."""
+        """A buffer group's members are listed, bound and filled one by one, each its own array, on either side."""
         p = reshard.Plan(PLANS["experts"])
-        self.assertEqual([(x.name, x.shape, x.nbytes) for x in p.buffers(1)],
-                         [("experts.weight0", (4, 5), 80), ("experts.weight1", (4, 5), 80)])
+        self.assertEqual([(x.name, x.side, x.shape, x.nbytes) for x in p.buffers(1)],
+                         [("experts.weight0", "source", (4, 5), 80), ("experts.weight1", "source", (4, 5), 80),
+                          ("experts.bias0", "destination", (3,), 12), ("experts.bias1", "destination", (3,), 12)])
         p.close()
         w = np.arange(4 * 4 * 5, dtype=np.float32).reshape(4, 4, 5)
-        src = [{"experts.weight%d" % j: w[2 * e + j].copy() for j in range(2)} for e in range(2)]
-        dst = [{"w13": np.zeros((4, 2, 5), np.float32)} for _ in range(2)]
-        replay(PLANS["experts"], src + dst, 4)
+        b = np.arange(100, 112, dtype=np.float32).reshape(4, 3)
+        train = [dict({"experts.weight%d" % j: w[2 * e + j].copy() for j in range(2)},
+                      **{"experts.bias%d" % j: np.zeros(3, np.float32) for j in range(2)}) for e in range(2)]
+        infer = [{"w13": np.zeros((4, 2, 5), np.float32), "b.stacked": b.copy()} for _ in range(2)]
+        replay(PLANS["experts"], train + infer, 4)
         for t in range(2):
-            np.testing.assert_array_equal(dst[t]["w13"], w[:, 2 * t:2 * t + 2, :])
+            np.testing.assert_array_equal(infer[t]["w13"], w[:, 2 * t:2 * t + 2, :])
+        for e in range(2):
+            for j in range(2):
+                np.testing.assert_array_equal(train[e]["experts.bias%d" % j], b[2 * e + j])
+
+    def test_buffer_group_member_errors(self):
+        """A member left unbound is named by run(); a destination member over another one is refused."""
+        train = [dict({"experts.weight%d" % j: np.zeros((4, 5), np.float32) for j in range(2)},
+                      **{"experts.bias%d" % j: np.zeros(3, np.float32) for j in range(2)}) for _ in range(2)]
+        infer = [{"w13": np.zeros((4, 2, 5), np.float32), "b.stacked": np.ones((4, 3), np.float32)}
+                 for _ in range(2)]
+        arrays = train + infer
+        group = reshard.LocalGroup(4, timeout_ms=TIMEOUT_MS)
+        try:
+            def main(rank):
+                plan = reshard.Plan(PLANS["experts"], rank)
+                with group.executor(plan, rank) as x:
+                    x.bind_all(arrays[rank])
+                    if rank == 0:
+                        x.unbind("experts.bias1")
+                        with self.assertRaises(reshard.ReshardError) as cm:
+                            x.run()
+                        self.assertIn("'experts.bias1'", str(cm.exception))
+                        with self.assertRaises(reshard.ReshardError) as cm:
+                            x.bind("experts.bias1", arrays[0]["experts.bias0"])
+                        self.assertIn("overlaps", str(cm.exception))
+                        x.bind("experts.bias1", arrays[0]["experts.bias1"])
+                    x.run()
+                    x.synchronize()
+            reshard.run_threads(4, main)
+        finally:
+            group.close()
+        for e in range(2):
+            for j in range(2):
+                np.testing.assert_array_equal(train[e]["experts.bias%d" % j], np.ones(3, np.float32))
 
     def test_per_rank_load(self):
         p = reshard.Plan(PLANS["mixed"], 4)

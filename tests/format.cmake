@@ -83,7 +83,7 @@ target_include_directories(fmt_tool PRIVATE ${PROJECT_SOURCE_DIR}/compiler)
 set(RS_FMT_WORK ${CMAKE_CURRENT_BINARY_DIR}/format)
 file(MAKE_DIRECTORY ${RS_FMT_WORK})
 add_test(NAME format_fixture_write
-         COMMAND sh -c "$<TARGET_FILE:fmt_tool> write fixture.bin && $<TARGET_FILE:fmt_tool> write fixture1.bin 1 && $<TARGET_FILE:fmt_tool> write fixture2.bin 2"
+         COMMAND sh -c "$<TARGET_FILE:fmt_tool> write fixture.bin && $<TARGET_FILE:fmt_tool> write fixture1.bin 1 && $<TARGET_FILE:fmt_tool> write fixture2.bin 2 && $<TARGET_FILE:fmt_tool> write fixture3.bin 3"
          WORKING_DIRECTORY ${RS_FMT_WORK})
 set_tests_properties(format_fixture_write PROPERTIES FIXTURES_SETUP rs_fmt_plans)
 

@@ -37,8 +37,21 @@ static void coalesce(rs_plan *P)
     g2->steps[1].op_begin = 4;
 }
 
+/* Variant 3: the source buffers "layers.w" and "e.src" as buffer groups (format 1.1; every op already stays
+ * inside one member, as tests/format/test_groups.c checks): a grouped seed for the plan fuzzer. */
+static void group(rs_plan *P, uint32_t b, const char *name)
+{
+    P->layout.buffers[b].name = rs_layout_name(&P->layout, name, strlen(name));
+    P->layout.buffers[b].group = 1;
+}
+
 static void variant(rs_plan *P, int v)
 {
+    if (v == 3) {
+        group(P, 0, "layers.{*}.w");
+        group(P, 4, "e.{*}.src");
+        return;
+    }
     if (v == 2) coalesce(P);
     if (v != 1) return;
     P->staging_budget /= 2;

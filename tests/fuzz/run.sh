@@ -48,7 +48,7 @@ seeds() { # seeds TARGET DIR
         done ;;
     plan)
         (cd "$2" && "$B/tests/fmt_tool" write fixture.bin && "$B/tests/fmt_tool" write fixture1.bin 1 &&
-            "$B/tests/fmt_tool" write fixture2.bin 2) >/dev/null
+            "$B/tests/fmt_tool" write fixture2.bin 2 && "$B/tests/fmt_tool" write fixture3.bin 3) >/dev/null
         # small compiled layouts, 64 ranks at most (a tight staging budget: several rounds, chunked messages)
         for f in "$src"/tests/front/*.layout "$src"/tests/stats/*.layout; do
             [ -f "$f" ] || continue

@@ -230,7 +230,7 @@ static int encode(rs_plan *P, encoded *E, char *err, size_t errlen)
     for (uint32_t r = 0; r < L->topo.world; r++) nloaded += P->ranks[r].loaded != 0;
     if (nloaded && nloaded < L->topo.world)
         return fail(err, errlen, "cannot encode: plan was loaded for some ranks only");
-    for (uint32_t r = 0; r < L->topo.world; r++)
+    for (uint32_t r = 0; r < L->topo.world && !P->verified; r++)
         if (rs_plan_verify_rank(P, r, err, errlen)) return -1;
 
     strtab st = {0};

@@ -432,6 +432,7 @@ int rs_planner_plan(rs_layout *L, const rs_plan_opts *o, rs_plan *out, rs_plan_s
             if (!stats) rs_plan_stats_free(&local_stats);
             return -1;
         }
+        out->verified = 1; /* every rank's structure was checked there: the writer need not repeat it */
     }
     if (!stats) rs_plan_stats_free(&local_stats);
     return 0;

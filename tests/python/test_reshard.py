@@ -143,7 +143,7 @@ class PlanTests(unittest.TestCase):
         p = reshard.Plan(PLANS["mixed"])
         self.assertEqual(p.world_size, 7)
         self.assertIsNone(p.rank)
-        self.assertEqual(p.info.format_version[0], 1)
+        self.assertEqual(p.info.format_version, (1, 0))
         b = p.buffers(0)
         self.assertEqual([x.name for x in b], ["a", "q", "e"])
         self.assertEqual((b[0].side, b[0].dtype, b[0].shape, b[0].nbytes), ("source", "fp32", (2, 10), 80))
@@ -162,6 +162,7 @@ class PlanTests(unittest.TestCase):
     def test_buffer_group_members(self):
         """A buffer group's members are listed, bound and filled one by one, each its own array, on either side."""
         p = reshard.Plan(PLANS["experts"])
+        self.assertEqual(p.info.format_version, (1, 1))  # 1.0 without groups (test_info_and_buffers)
         self.assertEqual([(x.name, x.side, x.shape, x.nbytes) for x in p.buffers(1)],
                          [("experts.weight0", "source", (4, 5), 80), ("experts.weight1", "source", (4, 5), 80),
                           ("experts.bias0", "destination", (3,), 12), ("experts.bias1", "destination", (3,), 12)])

@@ -226,32 +226,20 @@ static rsResult_t compile(rs_exec *x)
                 if (dd->loc != RS_LOC_STAGING) st->destinationBytes += bytes;
                 if (!bytes) continue;
                 uint64_t chunk, n = x->has_groups ? op_jobs(x, sd, dd, bytes, &chunk) : 1;
-                if (n == 1) {
+                /* one job, or on a buffer group one per piece inside a member on both sides */
+                rs_desc cs, cd;
+                uint32_t ks = 0, kd = 0;
+                if (n > 1 && (rs_desc_cut(sd, chunk, &cs, &ks) || rs_desc_cut(dd, chunk, &cd, &kd)))
+                    return rs_rt_err(rsPlanInvalid, "rank %u op %u: does not cut at the members of its buffer group",
+                                     x->rank, oi);
+                for (uint64_t t = 0; t < n; t++) {
                     rs_xjob *j = &x->jobs[x->njobs++];
                     j->op = oi;
                     j->sloc = sd->loc;
                     j->dloc = dd->loc;
-                    j->soff = sd->offset;
-                    j->doff = dd->offset;
-                    j->bytes = bytes;
-                    canon(sd, &j->s);
-                    canon(dd, &j->d);
-                } else {
-                    /* on a buffer group: one job per piece inside a member on both sides */
-                    rs_desc cs, cd;
-                    uint32_t ks, kd;
-                    if (rs_desc_cut(sd, chunk, &cs, &ks) || rs_desc_cut(dd, chunk, &cd, &kd))
-                        return rs_rt_err(rsPlanInvalid, "rank %u op %u: does not cut at the members of its buffer "
-                                                        "group", x->rank, oi);
-                    for (uint64_t t = 0; t < n; t++) {
-                        rs_xjob *j = &x->jobs[x->njobs++];
-                        j->op = oi;
-                        j->sloc = sd->loc;
-                        j->dloc = dd->loc;
-                        j->bytes = chunk;
-                        j->soff = cut_piece(&cs, ks, t, &j->s);
-                        j->doff = cut_piece(&cd, kd, t, &j->d);
-                    }
+                    j->bytes = n > 1 ? chunk : bytes;
+                    j->soff = n > 1 ? cut_piece(&cs, ks, t, &j->s) : (canon(sd, &j->s), sd->offset);
+                    j->doff = n > 1 ? cut_piece(&cd, kd, t, &j->d) : (canon(dd, &j->d), dd->offset);
                 }
                 if (phase == 1) xs->bytes1 += bytes;
                 else xs->bytes3 += bytes;

@@ -206,21 +206,26 @@ int rs_desc_cut(const rs_desc *d, uint64_t chunk, rs_desc *out, uint32_t *nouter
     return 0;
 }
 
-uint64_t rs_op_group_chunk(const rs_desc *a, uint64_t ma, const rs_desc *b, uint64_t mb)
+uint64_t rs_dims_group_chunk(const uint32_t n[2], const uint64_t *const cnt[2], const uint64_t *const str[2],
+                             const uint64_t off[2], const uint64_t m[2])
 {
     uint64_t g = 0;
-    if (rs_desc_bytes(a) == 0) return 1; /* nothing moves */
-    if (ma) {
-        uint64_t c = rs_desc_member_chunk(a, ma);
-        if (!c) return 0;
-        g = c;
-    }
-    if (mb) {
-        uint64_t c = rs_desc_member_chunk(b, mb);
+    for (int s = 0; s < 2; s++) {
+        if (!m[s]) continue;
+        uint64_t c = rs_dims_member_chunk(n[s], cnt[s], str[s], off[s], m[s]);
         if (!c) return 0;
         g = g ? rs_gcd_u64(g, c) : c;
     }
-    if (!g) return rs_desc_bytes(a);
-    if (!rs_dims_cut_ok(a->ndim, a->count, g) || !rs_dims_cut_ok(b->ndim, b->count, g)) return 0;
+    if (!g || !rs_dims_cut_ok(n[0], cnt[0], g) || !rs_dims_cut_ok(n[1], cnt[1], g)) return 0;
     return g;
+}
+
+uint64_t rs_op_group_chunk(const rs_desc *a, uint64_t ma, const rs_desc *b, uint64_t mb)
+{
+    if (rs_desc_bytes(a) == 0) return 1; /* nothing moves */
+    if (!ma && !mb) return rs_desc_bytes(a);
+    const uint32_t n[2] = {a->ndim, b->ndim};
+    const uint64_t *const cnt[2] = {a->count, b->count}, *const str[2] = {a->stride, b->stride};
+    const uint64_t off[2] = {a->offset, b->offset}, m[2] = {ma, mb};
+    return rs_dims_group_chunk(n, cnt, str, off, m);
 }

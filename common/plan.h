@@ -148,6 +148,9 @@ int rs_dims_cut_ok(uint32_t n, const uint64_t *cnt, uint64_t chunk);
  * (the gcd of the member-local runs of its sides on groups), or 0 when they cannot be; `ma`, `mb`: member
  * bytes of each side (0: not a group). With neither side on a group, the op's byte count. */
 uint64_t rs_op_group_chunk(const rs_desc *a, uint64_t ma, const rs_desc *b, uint64_t mb);
+/* The same on two sides given as dims (the planner's ops), at least one with m[s] != 0; 0: no cut. */
+uint64_t rs_dims_group_chunk(const uint32_t n[2], const uint64_t *const cnt[2], const uint64_t *const str[2],
+                             const uint64_t off[2], const uint64_t m[2]);
 
 /* ---- plan.bin ---- errors are returned as fixed reason strings written into err (never printed). */
 

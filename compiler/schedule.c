@@ -207,15 +207,11 @@ static int try_extend(pl_pop *y, const pl_pop *x, int relaxed)
  * side's offset matters)? */
 static int pop_group_ok(const pl_pop *p, uint64_t m0, uint64_t m1)
 {
-    uint64_t g = 0, c;
-    for (int s = 0; s < 2; s++) {
-        uint64_t m = s ? m1 : m0;
-        if (!m) continue;
-        c = rs_dims_member_chunk(p->nd[s], pl_pcnt_c(p, s), pl_pstr_c(p, s), p->off[s], m);
-        if (!c) return 0;
-        g = g ? rs_gcd_u64(g, c) : c;
-    }
-    return rs_dims_cut_ok(p->nd[0], pl_pcnt_c(p, 0), g) && rs_dims_cut_ok(p->nd[1], pl_pcnt_c(p, 1), g);
+    const uint32_t n[2] = {p->nd[0], p->nd[1]};
+    const uint64_t *const cnt[2] = {pl_pcnt_c(p, 0), pl_pcnt_c(p, 1)};
+    const uint64_t *const str[2] = {pl_pstr_c(p, 0), pl_pstr_c(p, 1)};
+    const uint64_t off[2] = {p->off[0], p->off[1]}, m[2] = {m0, m1};
+    return rs_dims_group_chunk(n, cnt, str, off, m) != 0;
 }
 
 /* try_extend, keeping an op on a buffer group splittable at member boundaries. */

@@ -291,24 +291,41 @@ uint64_t rs_replay_slot(rsPlan_t plan, uint32_t rank, uint32_t k, uint32_t *bind
     return n;
 }
 
+/* A rank's bindable buffers in bind order: bytes [off, off + bytes) of binding `bind`'s host block. */
+typedef struct {
+    uint32_t bind;
+    uint64_t off, bytes;
+} rslot;
+
+static rslot *slot_table(const rs_plan *P, const rs_rank_prog *g, uint32_t *ns)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < g->nbindings; i++) n += rs_binding_members(&P->layout, &g->bindings[i]);
+    rslot *t = rs_xcalloc(n + 1, sizeof *t);
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < g->nbindings; i++) {
+        uint64_t m = rs_binding_members(&P->layout, &g->bindings[i]);
+        uint64_t b = rs_binding_member_bytes(&P->layout, &g->bindings[i]);
+        for (uint64_t j = 0; j < m; j++) t[k++] = (rslot){i, j * b, b};
+    }
+    *ns = k;
+    return t;
+}
+
 /* Copy every bindable buffer of rank r between its host block (binding order) and its device memory:
  * up = 1 before the run, 0 after it. Plain host bindings are their own device memory. */
-static void move_slots(rsPlan_t plan, uint32_t r, void **host, void **dev, const rs_replay_mem *mem, int up)
+static void move_slots(uint32_t r, const rslot *t, uint32_t ns, void **host, void **dev, const rs_replay_mem *mem,
+                       int up)
 {
-    const rs_rank_prog *g = &plan->P.ranks[r];
-    uint32_t ns = rs_rt_nslots(plan, g), k = 0;
-    for (uint32_t i = 0; i < g->nbindings; i++) {
-        uint64_t m = rs_binding_members(&plan->P.layout, &g->bindings[i]);
-        uint64_t n = rs_binding_member_bytes(&plan->P.layout, &g->bindings[i]);
-        for (uint64_t j = 0; j < m && k < ns; j++, k++) {
-            char *h = (char *)host[i] + j * n;
-            if (mem && (up ? mem->upload : mem->download)) {
-                if (up) mem->upload(mem->ctx, r, dev[k], h, n);
-                else mem->download(mem->ctx, r, h, dev[k], n);
-            } else if (dev[k] != (void *)h && n) {
-                if (up) memcpy(dev[k], h, n);
-                else memcpy(h, dev[k], n);
-            }
+    for (uint32_t k = 0; k < ns; k++) {
+        char *h = (char *)host[t[k].bind] + t[k].off;
+        uint64_t n = t[k].bytes;
+        if (mem && (up ? mem->upload : mem->download)) {
+            if (up) mem->upload(mem->ctx, r, dev[k], h, n);
+            else mem->download(mem->ctx, r, h, dev[k], n);
+        } else if (dev[k] != (void *)h && n) {
+            if (up) memcpy(dev[k], h, n);
+            else memcpy(h, dev[k], n);
         }
     }
 }
@@ -320,6 +337,8 @@ int rs_replay_run(rsPlan_t plan, const rs_replay_opts *o, rs_replay_result *res)
     memset(res, 0, sizeof *res);
     const rs_replay_mem *mem = o->mem;
     void ***host = rs_xcalloc(W, sizeof *host), ***dev = rs_xcalloc(W, sizeof *dev);
+    rslot **slots = rs_xcalloc(W, sizeof *slots);
+    uint32_t *nslots = rs_xcalloc(W, sizeof *nslots);
     for (uint32_t r = 0; r < W; r++) {
         const rs_rank_prog *g = &P->ranks[r];
         if (!g->loaded) {
@@ -330,21 +349,20 @@ int rs_replay_run(rsPlan_t plan, const rs_replay_opts *o, rs_replay_result *res)
         /* host: one block per binding (filled and checked in the layout's terms); dev: one per bindable
          * buffer, each member of a buffer group in an allocation of its own (so a run that treated a group
          * as one block would miss) */
-        uint32_t ns = rs_rt_nslots(plan, g), k = 0;
+        slots[r] = slot_table(P, g, &nslots[r]);
+        const rslot *t = slots[r];
         host[r] = rs_xcalloc(g->nbindings + 1, sizeof(void *));
-        dev[r] = rs_xcalloc(ns + 1, sizeof(void *));
-        for (uint32_t i = 0; i < g->nbindings; i++) {
+        dev[r] = rs_xcalloc(nslots[r] + 1, sizeof(void *));
+        for (uint32_t i = 0; i < g->nbindings; i++)
             host[r][i] = rs_xmalloc(g->bindings[i].bytes ? g->bindings[i].bytes : 1);
-            uint64_t m = rs_binding_members(&P->layout, &g->bindings[i]);
-            uint64_t n = rs_binding_member_bytes(&P->layout, &g->bindings[i]);
-            for (uint64_t j = 0; j < m && k < ns; j++, k++) {
-                if (mem && mem->alloc) dev[r][k] = mem->alloc(mem->ctx, r, n ? n : 1);
-                else if (P->layout.buffers[g->bindings[i].buffer].group) dev[r][k] = rs_xmalloc(n ? n : 1);
-                else dev[r][k] = host[r][i];
-            }
+        for (uint32_t k = 0; k < nslots[r]; k++) {
+            uint64_t n = t[k].bytes ? t[k].bytes : 1;
+            if (mem && mem->alloc) dev[r][k] = mem->alloc(mem->ctx, r, n);
+            else if (P->layout.buffers[g->bindings[t[k].bind].buffer].group) dev[r][k] = rs_xmalloc(n);
+            else dev[r][k] = host[r][t[k].bind];
         }
         rs_replay_fill(P, r, host[r]);
-        move_slots(plan, r, host[r], dev[r], mem, 1);
+        move_slots(r, t, nslots[r], host[r], dev[r], mem, 1);
     }
 
     rsConfig_t gcfg = RS_CONFIG_INITIALIZER;
@@ -365,15 +383,9 @@ int rs_replay_run(rsPlan_t plan, const rs_replay_opts *o, rs_replay_result *res)
     for (uint32_t r = 0; r < W; r++)
         if (ca[r].res != rsSuccess) set_error(res, ca[r].res, "%s", ca[r].err);
     for (uint32_t r = 0; r < W && res->result == rsSuccess; r++) {
-        const rs_rank_prog *g = &P->ranks[r];
-        uint32_t ns = rs_rt_nslots(plan, g), k = 0;
-        for (uint32_t i = 0; i < g->nbindings && res->result == rsSuccess; i++) {
-            uint64_t m = rs_binding_members(&P->layout, &g->bindings[i]);
-            uint64_t n = rs_binding_member_bytes(&P->layout, &g->bindings[i]);
-            for (uint64_t j = 0; j < m && k < ns && res->result == rsSuccess; j++, k++) {
-                rr = rsExecBindIndex(ca[r].exec, (int)k, dev[r][k], n);
-                if (rr != rsSuccess) set_error(res, rr, "%s", rsGetLastError());
-            }
+        for (uint32_t k = 0; k < nslots[r] && res->result == rsSuccess; k++) {
+            rr = rsExecBindIndex(ca[r].exec, (int)k, dev[r][k], slots[r][k].bytes);
+            if (rr != rsSuccess) set_error(res, rr, "%s", rsGetLastError());
         }
         if (o->inject_rank == (int)r) rs_exec_inject_fault(ca[r].exec, o->inject_step);
     }
@@ -395,7 +407,7 @@ int rs_replay_run(rsPlan_t plan, const rs_replay_opts *o, rs_replay_result *res)
             res->first_s = dt;
             /* The checked run is the first one: later runs rewrite the same values. */
             for (uint32_t r = o->first; r < o->last && r < W; r++) {
-                move_slots(plan, r, host[r], dev[r], mem, 0);
+                move_slots(r, slots[r], nslots[r], host[r], dev[r], mem, 0);
                 rs_replay_check(P, r, host[r], &res->rep);
             }
         } else {
@@ -426,18 +438,17 @@ out:
     for (uint32_t r = 0; r < W; r++) {
         if (!host[r]) continue;
         const rs_rank_prog *g = &P->ranks[r];
-        uint32_t ns = rs_rt_nslots(plan, g), k = 0;
-        for (uint32_t i = 0; i < g->nbindings; i++) {
-            uint64_t m = rs_binding_members(&P->layout, &g->bindings[i]);
-            for (uint64_t j = 0; j < m && k < ns; j++, k++) {
-                if (mem && mem->release && dev[r][k]) mem->release(mem->ctx, r, dev[r][k]);
-                else if (!(mem && mem->alloc) && dev[r][k] != host[r][i]) free(dev[r][k]);
-            }
+        for (uint32_t k = 0; k < nslots[r]; k++) {
+            if (mem && mem->release && dev[r][k]) mem->release(mem->ctx, r, dev[r][k]);
+            else if (!(mem && mem->alloc) && dev[r][k] != host[r][slots[r][k].bind]) free(dev[r][k]);
         }
         for (uint32_t i = 0; i < g->nbindings; i++) free(host[r][i]);
         free(host[r]);
         free(dev[r]);
     }
+    for (uint32_t r = 0; r < W; r++) free(slots[r]);
+    free(slots);
+    free(nslots);
     free(host);
     free(dev);
     if (res->result != rsSuccess) return 1;

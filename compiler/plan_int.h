@@ -13,6 +13,7 @@
 
 typedef rs_vec(uint32_t) pl_u32vec;
 typedef rs_vec(uint64_t) pl_u64vec;
+typedef rs_vec(int64_t) pl_i64vec;
 
 /* ---- small containers (planner.c) ---- */
 
@@ -329,6 +330,8 @@ typedef struct pl_ctx {
     double relay_heads;                   /* see rs_plan_stats.relay_heads */
     pl_u32vec chunk_k;                    /* pass 3: per chunk of the current part, its latest round */
     uint32_t cur_chunk;                   /* pass 3: the chunk being emitted (counts emit_aligned calls) */
+    uint32_t chunk_kmin;                  /* pass 3: the earliest round of the chunk being emitted (relays) */
+    pl_i64vec fine;                       /* pass 3: scratch boxes of the current part's chunks */
     pl_intern cands, fsets;
     rs_vec(pl_lpt) lpt;
     uint32_t *lpt_choice; /* [nlpt] */

@@ -589,7 +589,7 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
     c->fw_run[wi] += bytes;
     /* relays: two rounds after the round that brought the bytes (their flows are not in the round tables):
      * the bytes are unpacked in NVL step k, and NET step k + 2 (and its pack step) comes after it */
-    uint32_t kmin = p->kmin_chunk && c->cur_chunk < p->nkmin ? p->kmin_chunk[c->cur_chunk] + 2 : p->kmin;
+    uint32_t kmin = c->chunk_kmin;
     uint32_t rte = p->relay ? RS_NONE : rt_entry(c, fi, off);
     uint32_t k = p->relay ? kmin : c->rt_round[rte];
     if (k < kmin) k = kmin;
@@ -764,67 +764,134 @@ static const pl_bmap *bmap_cached(pl_ctx *c, uint32_t slot, uint32_t base, const
     return m;
 }
 
-/* [lo, hi) in chunks of at most pm bytes (nearly equal sub-boxes along the outer dims), in order. */
-static int chunks_of(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_env *E, const int64_t *lo,
-                     const int64_t *hi, uint64_t pm)
+/* [lo, hi) cut into boxes of at most pm bytes (nearly equal sub-boxes along the outer dims, recursively), in
+ * order, appended to *out (2 * PL_ND coordinates each). */
+static void fine_split(uint32_t nd, uint64_t es, const int64_t *lo, const int64_t *hi, uint64_t pm, pl_i64vec *out)
 {
-    uint64_t bytes = pl_box_elems(cell->ndim, lo, hi) * cell->es;
+    uint64_t bytes = pl_box_elems(nd, lo, hi) * es;
     if (bytes <= pm) {
-        c->cur_chunk++;
-        return emit_aligned(c, cell, p, E, lo, hi);
+        rs_vec_reserve(out, 2 * PL_ND);
+        memcpy(out->v + out->n, lo, PL_ND * sizeof *lo);
+        memcpy(out->v + out->n + PL_ND, hi, PL_ND * sizeof *hi);
+        out->n += 2 * PL_ND;
+        return;
     }
     uint32_t k = (uint32_t)((bytes + pm - 1) / pm);
     int64_t (*box)[2 * PL_ND] = rs_xmalloc(k * sizeof *box);
-    uint32_t m = pl_box_split(cell->ndim, lo, hi, k, box);
-    int rc = 0;
-    for (uint32_t i = 0; i < m && !rc; i++) rc = chunks_of(c, cell, p, E, box[i], box[i] + PL_ND, pm);
+    uint32_t m = pl_box_split(nd, lo, hi, k, box);
+    for (uint32_t i = 0; i < m; i++) fine_split(nd, es, box[i], box[i] + PL_ND, pm, out);
     free(box);
+}
+
+/* [lo, hi) in chunks of at most pm bytes (fine_split), in order; relay_each: a relay whose chunk i goes
+ * two rounds after its parent's chunk i arrived. */
+static int chunks_of(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_env *E, const int64_t *lo,
+                     const int64_t *hi, uint64_t pm, int relay_each)
+{
+    pl_i64vec *v = &c->fine;
+    v->n = 0;
+    fine_split(cell->ndim, cell->es, lo, hi, pm, v);
+    int rc = 0;
+    for (size_t i = 0; i < v->n && !rc; i += 2 * PL_ND) {
+        c->cur_chunk++;
+        if (relay_each)
+            c->chunk_kmin = p->kmin_chunk && c->cur_chunk < p->nkmin ? p->kmin_chunk[c->cur_chunk] + 2 : p->kmin;
+        rc = emit_aligned(c, cell, p, E, v->v + i, v->v + i + PL_ND);
+    }
     return rc;
 }
 
-/* A part that spans round boundaries: fine sub-boxes (pfine), and consecutive ones whose first bytes fall in
- * the same round of the flow, and that together form a box, go as one chunk (at most pmax): a round still
- * overshoots its budget by at most one fine box, with far fewer chunks (ops and descriptors). */
+/* Round key of fine box i of a grouped part: the flow's round of its first byte, or for a relay two rounds
+ * after the round its parent's box i arrived in. */
+static uint32_t fine_key(pl_ctx *c, const pl_part *p, uint32_t fi, uint64_t off, uint32_t i)
+{
+    if (!p->relay) return flow_round(c, fi, off);
+    uint32_t k = p->kmin;
+    if (p->kmin_chunk && i < p->nkmin && p->kmin_chunk[i] + 2 > k) k = p->kmin_chunk[i] + 2;
+    return k;
+}
+
+/* Staging room in round k on the part's sender, receiver and forward peers (what emit_chunk checks). */
+static uint64_t group_room(pl_ctx *c, const pl_part *p, const chunk_env *E, uint32_t k)
+{
+    uint64_t u = usage_at(c, p->s, k), v = usage_at(c, p->r, k);
+    if (v > u) u = v;
+    for (uint32_t q = 0; q < E->nf; q++)
+        if ((v = usage_at(c, E->f[q], k)) > u) u = v;
+    return u < c->half ? c->half - u : 0;
+}
+
+/* A part that spans round boundaries: fine sub-boxes (pfine), and consecutive ones with the same round key
+ * (fine_key) that together form a box go as one chunk (at most pmax): a round still overshoots its budget
+ * by at most one fine box, with far fewer chunks (ops and descriptors). A relay of the part cuts the same
+ * fine boxes and groups them by its parent's rounds, so it sends each group two rounds after it arrived
+ * (DeepSeek-V3 relays with one chunk per fine box: 6.7 M chunks). Afterwards chunk_k holds the round of
+ * every fine box (its group's latest), which is what this part's own relays read. */
+/* Box a and box b (lo[PL_ND] then hi[PL_ND]) side by side along one dim and equal in all others: their
+ * union into a. */
+static int box_join(uint32_t nd, int64_t *a, const int64_t *b)
+{
+    uint32_t d = nd;
+    for (uint32_t e = 0; e < nd; e++) {
+        if (b[e] == a[e] && b[PL_ND + e] == a[PL_ND + e]) continue;
+        if (d != nd || b[e] != a[PL_ND + e]) return 0;
+        d = e;
+    }
+    if (d == nd) return 0;
+    a[PL_ND + d] = b[PL_ND + d];
+    return 1;
+}
+
 static int grouped_chunks(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_env *E, uint32_t fi, uint32_t wi)
 {
     uint32_t nd = cell->ndim;
-    uint32_t k = (uint32_t)((p->bytes + c->pfine - 1) / c->pfine);
-    int64_t (*box)[2 * PL_ND] = rs_xmalloc(k * sizeof *box);
-    uint32_t m = pl_box_split(nd, p->lo, p->hi, k, box);
+    pl_i64vec *v = &c->fine;
+    v->n = 0;
+    fine_split(nd, cell->es, p->lo, p->hi, c->pfine, v);
+    uint32_t m = (uint32_t)(v->n / (2 * PL_ND));
+    const int64_t (*box)[2 * PL_ND] = (const int64_t (*)[2 * PL_ND])v->v;
+    uint32_t *fk = rs_xmalloc(m * sizeof *fk);
+    int64_t (*st)[2 * PL_ND] = rs_xmalloc(m * sizeof *st); /* the run's boxes, merged where they form one */
+    uint64_t *sb = rs_xmalloc(m * sizeof *sb);
+    uint32_t *sfirst = rs_xmalloc((m + 1) * sizeof *sfirst); /* first fine box of each */
     uint64_t off = c->fw_base[wi] + c->fw_run[wi];
     int rc = 0;
     for (uint32_t i = 0; i < m && !rc;) {
-        int64_t gl[PL_ND], gh[PL_ND];
-        memcpy(gl, box[i], sizeof gl);
-        memcpy(gh, box[i] + PL_ND, sizeof gh);
-        uint64_t gb = pl_box_elems(nd, gl, gh) * cell->es, o2 = off + gb;
-        uint32_t r = flow_round(c, fi, off), j = i + 1;
+        /* a run: consecutive fine boxes with one round key, no more than the round's staging still takes
+         * on every rank it touches (a chunk that does not fit goes whole to a later round) */
+        uint32_t r = fine_key(c, p, fi, off, i), j = i, n = 0;
+        uint64_t room = group_room(c, p, E, r), run = 0;
         for (; j < m; j++) {
-            const int64_t *bl = box[j], *bh = box[j] + PL_ND;
-            uint64_t bb = pl_box_elems(nd, bl, bh) * cell->es;
-            if (gb + bb > c->pmax || flow_round(c, fi, o2) != r) break;
-            /* adjacent along one dim, equal in all others */
-            uint32_t d = nd, ok = 1;
-            for (uint32_t e = 0; e < nd && ok; e++) {
-                if (bl[e] == gl[e] && bh[e] == gh[e]) continue;
-                if (d == nd && bl[e] == gh[e]) d = e;
-                else ok = 0;
+            uint64_t bb = pl_box_elems(nd, box[j], box[j] + PL_ND) * cell->es;
+            if (j > i && (run + bb + ALIGN > room || fine_key(c, p, fi, off + run, j) != r)) break;
+            run += bb;
+            memcpy(st[n], box[j], sizeof st[n]);
+            sb[n] = bb;
+            sfirst[n++] = j;
+            /* merge the top boxes while they form one box of at most pmax (halves of a slab, then the
+             * slabs: the run's boxes stay few) */
+            while (n >= 2 && sb[n - 2] + sb[n - 1] <= c->pmax && box_join(nd, st[n - 2], st[n - 1])) {
+                sb[n - 2] += sb[n - 1];
+                n--;
             }
-            if (!ok || d == nd) break;
-            gh[d] = bh[d];
-            gb += bb;
-            o2 += bb;
         }
-        if (gb > c->pmax) {
-            rc = chunks_of(c, cell, p, E, gl, gh, c->pfine);
-        } else {
+        sfirst[n] = j;
+        c->chunk_kmin = p->relay ? r : 0;
+        for (uint32_t q = 0; q < n && !rc; q++) {
             c->cur_chunk++;
-            rc = emit_aligned(c, cell, p, E, gl, gh);
+            rc = emit_aligned(c, cell, p, E, st[q], st[q] + PL_ND);
+            uint32_t kk = c->cur_chunk < c->chunk_k.n ? c->chunk_k.v[c->cur_chunk] : 0;
+            for (uint32_t z = sfirst[q]; z < sfirst[q + 1]; z++) fk[z] = kk;
         }
-        off = o2;
+        off += run;
         i = j;
     }
-    free(box);
+    c->chunk_k.n = 0;
+    for (uint32_t q = 0; q < m && !rc; q++) rs_vec_push(&c->chunk_k, fk[q]);
+    free(sfirst);
+    free(sb);
+    free(st);
+    free(fk);
     return rc;
 }
 
@@ -887,27 +954,24 @@ static int part_pass3(pl_ctx *c, const pl_cell *cell, const pl_part *p)
      * allows (pmax); one that spans a round boundary in fine chunks (a chunk goes whole to the round of its
      * first byte, so fine chunks keep each round near its budget). A relay uses its parent's size. */
     uint64_t pm = c->pmax;
+    c->chunk_kmin = 0;
     if (p->relay) {
         if (p->pm) pm = p->pm;
     } else if (p->kind != PL_LOCAL) {
         uint32_t fi = E.fi;
         uint32_t wi = c->flows.v[fi].win_base + E.win;
         uint64_t off = c->fw_base[wi] + c->fw_run[wi];
-        if (off + p->bytes > flow_round_end(c, fi, off)) {
-            pm = c->pfine;
-            /* without relays nothing needs to repeat this part's chunks: group them by round */
-            if (c->relay_heads >= 1 && pm < c->pmax) {
-                c->cur_pm = pm;
-                return grouped_chunks(c, cell, p, &E, fi, wi);
-            }
-        }
+        if (off + p->bytes > flow_round_end(c, fi, off)) pm = c->pfine;
     }
     c->cur_pm = pm;
     if (p->kind == PL_LOCAL) {
         c->cur_chunk++;
         return emit_aligned(c, cell, p, &E, p->lo, p->hi);
     }
-    return chunks_of(c, cell, p, &E, p->lo, p->hi, pm);
+    /* fine chunks grouped by round (a relay of such a part: by its parent's rounds) */
+    if (pm == c->pfine && pm < c->pmax)
+        return grouped_chunks(c, cell, p, &E, E.fi, c->flows.v[E.fi].win_base + E.win);
+    return chunks_of(c, cell, p, &E, p->lo, p->hi, pm, p->relay);
 }
 
 int pl_do_part(pl_ctx *c, const pl_cell *cell, const pl_part *p)
@@ -2075,6 +2139,7 @@ static void free_pass_state(pl_ctx *c)
     c->rt_end = NULL;
     pl_map_free(&c->seg_index);
     rs_vec_free(&c->chunk_k);
+    rs_vec_free(&c->fine);
 }
 
 void pl_schedule_free(pl_ctx *c)

@@ -485,6 +485,35 @@ static void unit_uncovered(void)
     rs_layout_free(&L);
 }
 
+/* The relay layouts: ranks 0 and 1 (domain 0) hold a rows x cols fp32 tensor split by rows; 4 destination
+ * domains of 2 ranks (ranks 2..10) each need all of it, split by columns. The plan is verified inside the
+ * planner and here, and run on the reference executor. */
+static int plan_relay_layout(int64_t rows, int64_t cols, const rs_plan_opts *o, rs_plan *P, rs_plan_stats *S)
+{
+    rs_layout L;
+    lb_init(&L, 10, 2, NULL);
+    int64_t two = 2, d2[2] = {4, 2}, shape[2] = {rows, cols};
+    uint32_t src = lb_mesh(&L, 1, &two, NULL, 0), dst = lb_mesh(&L, 2, d2, NULL, 2);
+    uint32_t t = lb_tensor(&L, "w", RS_DT_FP32, 2, shape);
+    rs_place p0 = lb_shard(0, 0, 0), p1 = lb_shard(1, 1, 0);
+    lb_piece(&L, t, RS_SRC, src, lb_buffer(&L, "w", RS_SRC, RS_DT_FP32, 0, NULL), 1, &p0, NULL, NULL);
+    lb_piece(&L, t, RS_DST, dst, lb_buffer(&L, "w", RS_DST, RS_DT_FP32, 0, NULL), 1, &p1, NULL, NULL);
+    lb_finish(&L);
+    char err[600];
+    if (rs_planner_plan(&L, o, P, S, err, sizeof err, NULL)) {
+        fprintf(stderr, "relays %d fanout %u: plan failed: %s\n", o->relays, o->relay_fanout, err);
+        failures++;
+        return -1;
+    }
+    CHECK(rs_plan_verify_all(P, err, sizeof err) == 0);
+    for (uint64_t s = 0; s < 2; s++)
+        if (rs_interp_run(P, s, err, sizeof err)) {
+            fprintf(stderr, "relays %d fanout %u: executor: %s\n", o->relays, o->relay_fanout, err);
+            failures++;
+        }
+    return 0;
+}
+
 /* relays (issue 9): one source domain (2 ranks, rows split) and 4 destination domains that each need the
  * whole 4 KiB tensor (columns split over the domain's 2 ranks). Relays on: the holders send the tensor once,
  * all to one domain, and the other 3 domains get it from destination ranks (chain: every domain but the
@@ -492,33 +521,13 @@ static void unit_uncovered(void)
  * it 4 times. Every plan is verified inside the planner and run on the reference executor. */
 static void unit_relays_case(int relays, uint32_t fanout)
 {
-    rs_layout L;
-    lb_init(&L, 10, 2, NULL); /* domain 0: ranks 0, 1 (sources); domains 1..4: ranks 2..10 */
-    int64_t two = 2, d2[2] = {4, 2}, shape[2] = {16, 64};
-    uint32_t src = lb_mesh(&L, 1, &two, NULL, 0), dst = lb_mesh(&L, 2, d2, NULL, 2);
-    uint32_t t = lb_tensor(&L, "w", RS_DT_FP32, 2, shape);
-    rs_place p0 = lb_shard(0, 0, 0), p1 = lb_shard(1, 1, 0);
-    lb_piece(&L, t, RS_SRC, src, lb_buffer(&L, "w", RS_SRC, RS_DT_FP32, 0, NULL), 1, &p0, NULL, NULL);
-    lb_piece(&L, t, RS_DST, dst, lb_buffer(&L, "w", RS_DST, RS_DT_FP32, 0, NULL), 1, &p1, NULL, NULL);
-    lb_finish(&L);
     rs_plan_opts o;
     rs_plan_opts_default(&o);
     o.relays = relays;
     o.relay_fanout = fanout;
     rs_plan P;
     rs_plan_stats S;
-    char err[600];
-    if (rs_planner_plan(&L, &o, &P, &S, err, sizeof err, NULL)) {
-        fprintf(stderr, "relays %d fanout %u: plan failed: %s\n", relays, fanout, err);
-        failures++;
-        return;
-    }
-    CHECK(rs_plan_verify_all(&P, err, sizeof err) == 0);
-    for (uint64_t s = 0; s < 2; s++)
-        if (rs_interp_run(&P, s, err, sizeof err)) {
-            fprintf(stderr, "relays %d fanout %u: executor: %s\n", relays, fanout, err);
-            failures++;
-        }
+    if (plan_relay_layout(16, 64, &o, &P, &S)) return;
     const uint64_t need = 16 * 64 * 4;
     CHECK(S.ndomains == 5 && S.world == 10);
     for (uint32_t d = 1; d < 5; d++) {
@@ -585,15 +594,6 @@ static void unit_relays_case(int relays, uint32_t fanout)
  * per fine box (DeepSeek-V3 on H100 had 6.7 M such chunks). */
 static void unit_relays_grouped(void)
 {
-    rs_layout L;
-    lb_init(&L, 10, 2, NULL);
-    int64_t two = 2, d2[2] = {4, 2}, shape[2] = {1024, 1024};
-    uint32_t src = lb_mesh(&L, 1, &two, NULL, 0), dst = lb_mesh(&L, 2, d2, NULL, 2);
-    uint32_t t = lb_tensor(&L, "w", RS_DT_FP32, 2, shape);
-    rs_place p0 = lb_shard(0, 0, 0), p1 = lb_shard(1, 1, 0);
-    lb_piece(&L, t, RS_SRC, src, lb_buffer(&L, "w", RS_SRC, RS_DT_FP32, 0, NULL), 1, &p0, NULL, NULL);
-    lb_piece(&L, t, RS_DST, dst, lb_buffer(&L, "w", RS_DST, RS_DT_FP32, 0, NULL), 1, &p1, NULL, NULL);
-    lb_finish(&L);
     rs_plan_opts o;
     rs_plan_opts_default(&o);
     o.relays = RS_RELAYS_ON;
@@ -601,17 +601,7 @@ static void unit_relays_grouped(void)
     o.zero_copy_min = 64u << 10;
     rs_plan P;
     rs_plan_stats S;
-    char err[600];
-    if (rs_planner_plan(&L, &o, &P, &S, err, sizeof err, NULL)) {
-        fprintf(stderr, "relays grouped: plan failed: %s\n", err);
-        failures++;
-        return;
-    }
-    CHECK(rs_plan_verify_all(&P, err, sizeof err) == 0);
-    if (rs_interp_run(&P, 7, err, sizeof err)) {
-        fprintf(stderr, "relays grouped: executor: %s\n", err);
-        failures++;
-    }
+    if (plan_relay_layout(1024, 1024, &o, &P, &S)) return;
     const uint64_t need = 1024 * 1024 * 4, fine = 64u << 10;
     CHECK(S.relay_bytes == 3 * need);
     /* 4 x 64 fine boxes in all; grouped, each domain's 4 MiB goes in chunks of about 128 KiB */

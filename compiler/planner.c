@@ -176,6 +176,7 @@ void rs_plan_opts_default(rs_plan_opts *o)
     o->staging_bytes = 256ull << 20;
     o->zero_copy_min = 1ull << 20;
     o->fanout_split_min = 1ull << 20;
+    o->fine_min = 64u << 10;
     o->verify = 1;
     o->strided_reads = -1;
     o->relays = RS_RELAYS_AUTO;

@@ -17,6 +17,8 @@ typedef struct {
                                   them into min(k, bytes / this) boxes (smaller ones go whole): every box
                                   costs a message to each of the other k - 1 (with k = 64, boxes of 16 KiB
                                   made DeepSeek-V3 on GB200 NVLink-message bound); 1 MiB */
+    uint64_t fine_min;         /* the smallest fine chunk of a part that spans rounds (default 64 KiB; the
+                                  property tests lower it so that small layouts span rounds too) */
     int verify;                /* run rs_plan_verify_all before returning (default 1) */
     int strided_reads;         /* let the source side of PACK, UNPACK and COPY step through memory in any
                                   order (a stride below the span inside it, or 0): one PACK then gathers a

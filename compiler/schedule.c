@@ -1449,7 +1449,7 @@ void pl_after_pass2(pl_ctx *c)
          * a round's links carry their budget to within a chunk), but not below the zero-copy size */
         uint64_t pm = (c->cs / 32) & ~(uint64_t)15;
         if (pm < c->o->zero_copy_min) pm = (c->o->zero_copy_min + 15) & ~(uint64_t)15;
-        if (pm < (64u << 10)) pm = 64u << 10;
+        if (pm < c->o->fine_min) pm = (c->o->fine_min + 15) & ~(uint64_t)15;
         c->pfine = pm < c->pmax ? pm : c->pmax;
     }
     fill_rounds(c);

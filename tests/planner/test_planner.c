@@ -657,6 +657,9 @@ static void rand_opts(uint64_t seed, rs_plan_opts *o)
         o->relays = RS_RELAYS_ON;
         o->relay_fanout = 1 + (uint32_t)((seed / 40) % 3);
     }
+    /* fine chunks from 16 bytes: parts of these small layouts that span rounds go in fine boxes grouped by
+     * round (and their relays by their parents' rounds), which the 64 KiB default leaves to large layouts */
+    if ((seed / 120) % 2) o->fine_min = 16;
 }
 
 static int run_prop(uint64_t n, uint64_t seed0)

@@ -2715,15 +2715,19 @@ static int simulate(vctx *c, vglob *G)
                 wl[fill[G->step_base[r] + g->waits[g->steps[s].wait_begin + w]]++] = G->step_base[r] + s;
     }
     free(fill);
+    /* Ready steps on a stack: the step a finished one releases (the next of its lane, a waiter of the same
+     * rank) runs next, while that rank's program and staging state are in cache (a FIFO went from rank to
+     * rank: DeepSeek-V3/H100's simulation 1.99 -> 1.70 s). Any order the dependencies allow gives the same
+     * result: steps that may run at the same time touch no common staging byte (check_races). */
     uint32_t *queue = rs_xmalloc((ns + 1) * sizeof *queue);
-    uint32_t qh = 0, qt = 0;
-    for (uint32_t i = 0; i < ns; i++)
+    uint32_t qt = 0;
+    for (uint32_t i = ns; i-- > 0;)
         if (!deps[i]) queue[qt++] = i;
     uint32_t done = 0;
     int rc = 0;
     rs_vec(uint32_t) completed = {0};
-    while (qh < qt && !rc) {
-        uint32_t gs = queue[qh++];
+    while (qt && !rc) {
+        uint32_t gs = queue[--qt];
         uint32_t r = G->rank_of[gs], s = gs - G->step_base[r];
         const rs_rank_prog *g = &c->P->ranks[r];
         state[gs] = 1;

@@ -408,6 +408,41 @@ static void unit_zero_copy(void)
     rs_plan_free(&P);
 }
 
+/* Segments too small for zero-copy whose PACKs would read or whose UNPACKs would write one contiguous stretch
+ * of a buffer are sent from / received into it (zc_moves). Rank 0 holds a 64 x 64 fp32 tensor (16 KiB, far
+ * below zero_copy_min); (a) rank 2 (another domain) needs all of it: one SEND from rank 0's buffer, one RECV
+ * into rank 2's, no PACK, UNPACK or staging; (b) ranks 2 and 3 (one domain) both need it: the domain's
+ * receiver takes it into staging, UNPACKs and forwards it, and its peer receives the forwarded copy straight
+ * into its buffer. */
+static void unit_zc_moves(int replicated)
+{
+    rs_layout L;
+    lb_init(&L, 4, 2, NULL);
+    int64_t one = 1, two = 2, shape[2] = {64, 64};
+    uint32_t src = lb_mesh(&L, 1, &one, NULL, 0), dst = lb_mesh(&L, 1, replicated ? &two : &one, NULL, 2);
+    uint32_t t = lb_tensor(&L, "w", RS_DT_FP32, 2, shape);
+    lb_piece(&L, t, RS_SRC, src, lb_buffer(&L, "w", RS_SRC, RS_DT_FP32, 0, NULL), 0, NULL, NULL, NULL);
+    lb_piece(&L, t, RS_DST, dst, lb_buffer(&L, "w", RS_DST, RS_DT_FP32, 0, NULL), 0, NULL, NULL, NULL);
+    lb_finish(&L);
+    rs_plan P;
+    rs_plan_stats S;
+    if (plan_it(&L, 0, &P, &S)) return;
+    CHECK(count_ops(&P, RS_OP_SEND, RS_LANE_NET, 1) == 1 && count_ops(&P, RS_OP_PACK, -1, -1) == 0);
+    CHECK(P.ranks[0].staging_bytes == 0);
+    if (!replicated) {
+        CHECK(count_ops(&P, RS_OP_RECV, -1, 1) == 1 && count_ops(&P, RS_OP_RECV, -1, 0) == 0);
+        CHECK(count_ops(&P, RS_OP_UNPACK, -1, -1) == 0);
+        CHECK(P.ranks[2].staging_bytes == 0);
+    } else {
+        CHECK(S.fwd_bytes == 64 * 64 * 4);
+        CHECK(count_ops(&P, RS_OP_RECV, RS_LANE_NET, 0) == 1); /* the receiver: staged, it forwards */
+        CHECK(count_ops(&P, RS_OP_UNPACK, -1, -1) == 1);
+        CHECK(count_ops(&P, RS_OP_RECV, RS_LANE_NVL, 1) == 1); /* the peer: straight into its buffer */
+    }
+    rs_plan_stats_free(&S);
+    rs_plan_free(&P);
+}
+
 /* 8-dim tensors: fragments whose regions need more dims than an op keeps are cut until they fit */
 static void unit_many_dims(void)
 {
@@ -634,6 +669,8 @@ static int run_unit(void)
     unit_refill();
     unit_staging_budget();
     unit_zero_copy();
+    unit_zc_moves(0);
+    unit_zc_moves(1);
     unit_many_dims();
     unit_uncovered();
     unit_relays();

@@ -625,18 +625,27 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
     } else if (rte != RS_NONE && c->rt_round[rte] == k) {
         gid = c->rt_seg[rte]; /* the segment laid out for this byte's round */
     } else {
-        /* segments were laid out before this pass (seg_precreate); a spilled chunk may need a new one */
-        uint64_t *v = c->last_seg_key == ((uint64_t)fi << 32 | k) + 1 ? &c->last_seg : pl_map_get(&c->seg_index, fi, k);
-        if (v && v != &c->last_seg) {
-            c->last_seg_key = ((uint64_t)fi << 32 | k) + 1;
-            c->last_seg = *v;
-        }
-        if (!v) {
-            uint32_t id = seg_new(c, fi, k, 0, cell->tensor);
-            *pl_map_put(&c->seg_index, fi, k, NULL) = id;
-            gid = id;
+        /* the segment laid out for round k of the flow before this pass (seg_precreate: found in the flow's
+         * round table, a short scan, only for spilled chunks), or one made for a spilled chunk (a map of
+         * those few: indexing every laid-out segment took 192 MiB on the 2.5 T MoE) */
+        uint64_t key = ((uint64_t)fi << 32 | k) + 1;
+        if (c->last_seg_key == key) {
+            gid = (uint32_t)c->last_seg;
         } else {
-            gid = (uint32_t)*v;
+            gid = RS_NONE;
+            for (uint32_t i = c->rt_begin[fi]; i < c->rt_begin[fi + 1] && gid == RS_NONE; i++)
+                if (c->rt_round[i] == k) gid = c->rt_seg[i];
+            if (gid == RS_NONE) {
+                uint64_t *v = pl_map_get(&c->seg_index, fi, k);
+                if (v) {
+                    gid = (uint32_t)*v;
+                } else {
+                    gid = seg_new(c, fi, k, 0, cell->tensor);
+                    *pl_map_put(&c->seg_index, fi, k, NULL) = gid;
+                }
+            }
+            c->last_seg_key = key;
+            c->last_seg = gid;
         }
     }
     pl_seg *g = &c->segs.v[gid];
@@ -1199,7 +1208,6 @@ static void seg_precreate(pl_ctx *c)
     for (size_t i = 0; i < v.n; i++) {
         if (!i || v.v[i].flow != v.v[i - 1].flow || v.v[i].k != v.v[i - 1].k) {
             id = seg_new(c, v.v[i].flow, v.v[i].k, 0, RS_NONE);
-            *pl_map_put(&c->seg_index, v.v[i].flow, v.v[i].k, NULL) = id;
         }
         c->rt_seg[v.v[i].rt] = id;
     }

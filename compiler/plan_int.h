@@ -285,8 +285,9 @@ struct pl_stepb {
     pl_room *first, *last;  /* the step's ops (pop_at, pop_next) */
     uint32_t nops;          /* ops in the step (dead ones included) */
     uint32_t last_base;     /* index of the last room's first op */
-    rs_vec(uint32_t) out;      /* seg ids this rank sends in this step */
-    rs_vec(uint64_t) in;       /* received items: seg id << 1 (direct receiver) or inst id << 1 | 1 */
+    /* (32-bit counts: 2.5 M step builders on the 2.5 T MoE) */
+    struct { uint32_t *v; uint32_t n, cap; } out; /* seg ids this rank sends in this step */
+    struct { uint64_t *v; uint32_t n, cap; } in;  /* received items: seg id << 1 (direct receiver) or inst id << 1 | 1 */
     pl_mslot *mt;              /* merge state (open addressing, mcap a power of two) */
     uint32_t mcap, mn;
     pl_mslot hot;              /* the slot used last, held here (hot.cur == 0: none); mt[hot_at] is stale */

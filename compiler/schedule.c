@@ -274,7 +274,7 @@ static pl_mslot *mslot_new(pl_ctx *c, pl_stepb *b, uint32_t sloc, uint32_t dloc,
     if ((b->mn + 1) * 4 > b->mcap * 3) {
         pl_mslot *old = b->mt;
         uint32_t ocap = b->mcap;
-        b->mcap = ocap ? ocap * 2 : 8;
+        b->mcap = ocap ? ocap * 2 : 4;
         b->mt = rs_xcalloc(b->mcap, sizeof *b->mt); /* not an arena: the old tables were 40 % of 176 MB */
         for (uint32_t i = 0; i < ocap; i++)
             if (old[i].cur) *mslot_find(b, old[i].sloc, old[i].dloc, old[i].tag) = old[i];

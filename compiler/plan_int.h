@@ -294,6 +294,13 @@ struct pl_stepb {
     uint32_t hot_at;
 };
 
+/* zc_moves' view of one item of a step's out or in list (schedule.c) */
+typedef struct {
+    uint64_t next_s, first_d, next_d; /* staging offset and buffer bytes expected next */
+    uint32_t dloc, npops;
+    uint8_t bad;
+} pl_zcitem;
+
 typedef struct pl_ctx {
     rs_layout *L;
     const rs_plan_opts *o;
@@ -333,6 +340,7 @@ typedef struct pl_ctx {
     uint32_t cur_chunk;                   /* pass 3: the chunk being emitted (counts emit_aligned calls) */
     uint32_t chunk_kmin;                  /* pass 3: the earliest round of the chunk being emitted (relays) */
     pl_i64vec fine;                       /* pass 3: scratch boxes of the current part's chunks */
+    rs_vec(pl_zcitem) zscr;               /* zc_moves' scratch */
     pl_intern cands, fsets;
     rs_vec(pl_lpt) lpt;
     uint32_t *lpt_choice; /* [nlpt] */

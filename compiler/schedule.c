@@ -842,12 +842,6 @@ static uint64_t group_room(pl_ctx *c, const pl_part *p, const chunk_env *E, uint
     return u < c->half ? c->half - u : 0;
 }
 
-/* A part that spans round boundaries: fine sub-boxes (pfine), and consecutive ones with the same round key
- * (fine_key) that together form a box go as one chunk (at most pmax): a round still overshoots its budget
- * by at most one fine box, with far fewer chunks (ops and descriptors). A relay of the part cuts the same
- * fine boxes and groups them by its parent's rounds, so it sends each group two rounds after it arrived
- * (DeepSeek-V3 relays with one chunk per fine box: 6.7 M chunks). Afterwards chunk_k holds the round of
- * every fine box (its group's latest), which is what this part's own relays read. */
 /* Box a and box b (lo[PL_ND] then hi[PL_ND]) side by side along one dim and equal in all others: their
  * union into a. */
 static int box_join(uint32_t nd, int64_t *a, const int64_t *b)
@@ -863,6 +857,12 @@ static int box_join(uint32_t nd, int64_t *a, const int64_t *b)
     return 1;
 }
 
+/* A part that spans round boundaries: fine sub-boxes (pfine), and consecutive ones with the same round key
+ * (fine_key) that together form a box go as one chunk (at most pmax): a round still overshoots its budget
+ * by at most one fine box, with far fewer chunks (ops and descriptors). A relay of the part cuts the same
+ * fine boxes and groups them by its parent's rounds, so it sends each group two rounds after it arrived
+ * (DeepSeek-V3 relays with one chunk per fine box: 6.7 M chunks). Afterwards chunk_k holds the round of
+ * every fine box (its group's latest), which is what this part's own relays read. */
 static int grouped_chunks(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_env *E, uint32_t fi, uint32_t wi)
 {
     uint32_t nd = cell->ndim;
@@ -871,10 +871,11 @@ static int grouped_chunks(pl_ctx *c, const pl_cell *cell, const pl_part *p, chun
     fine_split(nd, cell->es, p->lo, p->hi, c->pfine, v);
     uint32_t m = (uint32_t)(v->n / (2 * PL_ND));
     const int64_t (*box)[2 * PL_ND] = (const int64_t (*)[2 * PL_ND])v->v;
-    uint32_t *fk = rs_xmalloc(m * sizeof *fk);
-    int64_t (*st)[2 * PL_ND] = rs_xmalloc(m * sizeof *st); /* the run's boxes, merged where they form one */
-    uint64_t *sb = rs_xmalloc(m * sizeof *sb);
-    uint32_t *sfirst = rs_xmalloc((m + 1) * sizeof *sfirst); /* first fine box of each */
+    /* one block: the run's boxes (merged where they form one), their bytes, the first fine box of each, and
+     * every fine box's round */
+    int64_t (*st)[2 * PL_ND] = rs_xmalloc(m * (sizeof *st + sizeof(uint64_t) + 2 * sizeof(uint32_t)) + sizeof(uint32_t));
+    uint64_t *sb = (uint64_t *)(st + m);
+    uint32_t *sfirst = (uint32_t *)(sb + m), *fk = sfirst + m + 1;
     uint64_t off = c->fw_base[wi] + c->fw_run[wi];
     int rc = 0;
     for (uint32_t i = 0; i < m && !rc;) {
@@ -909,10 +910,7 @@ static int grouped_chunks(pl_ctx *c, const pl_cell *cell, const pl_part *p, chun
     }
     c->chunk_k.n = 0;
     for (uint32_t q = 0; q < m && !rc; q++) rs_vec_push(&c->chunk_k, fk[q]);
-    free(sfirst);
-    free(sb);
     free(st);
-    free(fk);
     return rc;
 }
 
@@ -1829,7 +1827,6 @@ static uint64_t dense_bytes(const uint64_t *cnt, const uint64_t *str, uint32_t n
     }
     return run;
 }
-
 
 /* The segment of item i of step b's out list (out) or in list (a segment received directly, or a forwarded
  * copy of one) that may still move straight from / into a buffer: staged on that side, not forwarded on (a

@@ -18,6 +18,9 @@ typedef struct {
     int32_t *nvl_rank; /* global rank -> rank in the NVL communicator (-1 outside the domain) */
     atomic_int aborted;
     pthread_mutex_t mu; /* comm use from query/sync vs. abort from another thread */
+    /* The last run was issued into a CUDA graph capture of the config stream: nothing ran, and ev_done was
+     * recorded into the graph rather than the stream, so it cannot be queried; that run is complete at once. */
+    int captured;
 } nc_state;
 
 static rsResult_t nccl_check(ncclResult_t e, ncclComm_t comm, int rank, const char *what)
@@ -161,6 +164,9 @@ static rsResult_t nc_run(rs_exec *x)
     if (atomic_load(&c->aborted)) return rs_rt_err(rsAborted, "rank %u: the executor was aborted", x->rank);
     rs_gpu *g = &c->g;
     RS_CUDA(x, cudaSetDevice(g->device));
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    RS_CUDA(x, cudaStreamIsCapturing(g->user, &cs));
+    c->captured = cs == cudaStreamCaptureStatusActive;
     RS_CUDA(x, cudaEventRecord(g->ev_start, g->user));
     for (int l = 0; l < RS_NLANES; l++)
         if (x->nlane[l]) RS_CUDA(x, cudaStreamWaitEvent(g->lane[l], g->ev_start, 0));
@@ -192,6 +198,7 @@ static rsResult_t nc_sync(rs_exec *x, int wait)
     for (;;) {
         if (atomic_load(&c->aborted) || atomic_load(&x->abort_flag))
             return rs_rt_err(rsAborted, "rank %u: the run was aborted (rsExecAbort)", x->rank);
+        if (c->captured) return rsSuccess;
         cudaSetDevice(c->g.device);
         cudaError_t e = cudaEventQuery(c->g.ev_done);
         if (e == cudaSuccess) return rsSuccess;

@@ -1,6 +1,8 @@
 # toy_refit.py - the worked example of docs/integration.md, runnable anywhere: a "Megatron" trainer (TP2, ranks
 # 0-1) refits two "vLLM" engines (TP1, ranks 2-3) through reshard's CPU transport, each rank a thread, weights
 # numpy arrays named as the frameworks name them. Every inference weight is checked after every refit.
+# With --cuda: the same refits with torch bf16 tensors on the visible GPUs (rank r on GPU r % count), through
+# the in-process CUDA transport.
 # runs-on: cpu
 import os
 import shutil
@@ -33,6 +35,9 @@ subprocess.run([find_reshardc(), os.path.join(HERE, "toy.layout"), "-o", plan_pa
 L, H, NQ, NKV, HD, I, V, TP = 2, 16, 4, 2, 4, 24, 64, 2
 QPG = NQ // NKV
 rng = np.random.default_rng(0)
+CUDA = "--cuda" in sys.argv[1:]
+if CUDA:
+    import torch
 
 
 def w(*shape):
@@ -86,12 +91,25 @@ def megatron_name(name):
     return name[len("module."):] if name.startswith("module.") else name
 
 
+def on_rank(rank, params):
+    """A rank's parameters where that rank keeps them: the numpy arrays, or (--cuda) bf16 tensors on its GPU."""
+    if not CUDA:
+        return params
+    dev = torch.device("cuda", rank % torch.cuda.device_count())
+    return {k: torch.from_numpy(v.view(np.int16)).view(torch.bfloat16).to(dev) for k, v in params.items()}
+
+
+def bits(t):
+    """A parameter's bf16 bit patterns as a numpy uint16 array."""
+    return t.view(torch.int16).cpu().numpy().view(np.uint16) if CUDA else t
+
+
 # 3. Every rank: load its own rank of the plan, bind its parameters once, run at every refit.
 WORLD = 4
-models = [megatron_params(0, ckpt), megatron_params(1, ckpt),
-          {k: np.zeros_like(v) for k, v in vllm_params(ckpt).items()},
-          {k: np.zeros_like(v) for k, v in vllm_params(ckpt).items()}]
-group = reshard.LocalGroup(WORLD, transport="cpu", timeout_ms=30000)
+models = [on_rank(0, megatron_params(0, ckpt)), on_rank(1, megatron_params(1, ckpt)),
+          on_rank(2, {k: np.zeros_like(v) for k, v in vllm_params(ckpt).items()}),
+          on_rank(3, {k: np.zeros_like(v) for k, v in vllm_params(ckpt).items()})]
+group = reshard.LocalGroup(WORLD, transport="cuda" if CUDA else "cpu", timeout_ms=30000)
 REFITS = 3
 
 
@@ -105,19 +123,24 @@ def rank_main(rank):
         for step in range(REFITS):
             if rank < TP and step > 0:
                 for t in models[rank].values():  # "optimizer step": the weights change in place
-                    t += 1
+                    if CUDA:
+                        t.view(torch.int16).add_(1)
+                    else:
+                        t += 1
+                if CUDA:
+                    torch.cuda.synchronize()  # the group runs on its own streams: the step must be done
             x.run()
             x.synchronize()
             if rank >= TP:
                 want = vllm_params({k: v + step for k, v in ckpt.items()})
                 for name, t in models[rank].items():
-                    assert np.array_equal(t, want[name]), f"rank {rank} refit {step}: {name} differs"
+                    assert np.array_equal(bits(t), want[name]), f"rank {rank} refit {step}: {name} differs"
         return x.stats()
 
 
 stats = reshard.run_threads(WORLD, rank_main)
 group.close()
 moved = sum(s.destination_bytes for s in stats)
-print(f"{REFITS} refits of {len(models[2])} vLLM parameters on 2 engines: {moved} bytes per refit, all equal "
-      f"to the checkpoint")
+print(f"{REFITS} refits of {len(models[2])} vLLM parameters on 2 engines{' (CUDA)' if CUDA else ''}: {moved} bytes "
+      f"per refit, all equal to the checkpoint")
 print("OK")

@@ -142,6 +142,9 @@ static void *nccl_rank(void *arg)
         CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
         a->res = rsExecRun(x);
         CK(cudaStreamEndCapture(s, &graph));
+        /* A captured run ran nothing: it is complete at once, and the executor stays usable. */
+        if (a->res == rsSuccess) a->res = rsExecQuery(x);
+        if (a->res == rsSuccess) a->res = rsExecSynchronize(x);
         if (a->res == rsSuccess) {
             CK(cudaGraphInstantiate(&ge, graph, 0));
             for (int i = 0; i < 2; i++) CK(cudaGraphLaunch(ge, s));
@@ -162,6 +165,11 @@ static void *nccl_rank(void *arg)
         CK(cudaMemcpy((char *)host[i] + off, dev[k], n, cudaMemcpyDeviceToHost));
     }
     rs_replay_check(P, (uint32_t)a->rank, host, &a->rep);
+    if (a->graph && a->res == rsSuccess) { /* plain runs after the graph's */
+        a->res = rsExecRun(x);
+        if (a->res == rsSuccess) a->res = rsExecSynchronize(x);
+        if (a->res != rsSuccess) snprintf(a->err, sizeof a->err, "after the graph: %s", rsGetLastError());
+    }
     rsExecDestroy(x);
     for (uint32_t i = 0; i < g->nbindings; i++) free(host[i]);
     for (uint32_t k = 0; k < ns; k++) cudaFree(dev[k]);

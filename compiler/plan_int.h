@@ -233,7 +233,7 @@ typedef struct {
 /* An op while planning: two strided byte regions like rs_desc, side 0 read and side 1 written, with at most
  * PL_PD dims a side and PL_PT dims together, side 0's first in cnt/str (pl_pcnt, pl_pstr). Two separate
  * PL_PD-dim descriptors made an op 248 bytes, and the ops of a plan are most of pass 3's memory
- * (DeepSeek-V3 EXPERTS=0: 5 M ops); no example's op comes near PL_PT dims. The staging side is symbolic:
+ * (DeepSeek-V3 EXPERTS=0: 5 M ops); no example's op comes near PL_PT dims. 32-bit counts: 152 bytes, not 184. The staging side is symbolic:
  * an item of the step's out or in list plus an offset inside it; merged dims step through items by dl. */
 #define PL_PD 6
 #define PL_PT 8
@@ -245,12 +245,13 @@ typedef struct {
     int16_t dl[PL_PD];
     uint32_t loc[2];
     uint64_t off[2];
-    uint64_t cnt[PL_PT], str[PL_PT];
+    uint32_t cnt[PL_PT]; /* below 2^32: a chunk's extents (emit_chunk halves a larger chunk) or merge counts */
+    uint64_t str[PL_PT];
 } pl_pop;
 
-static inline uint64_t *pl_pcnt(pl_pop *p, int side) { return p->cnt + (side ? p->nd[0] : 0); }
+static inline uint32_t *pl_pcnt(pl_pop *p, int side) { return p->cnt + (side ? p->nd[0] : 0); }
 static inline uint64_t *pl_pstr(pl_pop *p, int side) { return p->str + (side ? p->nd[0] : 0); }
-static inline const uint64_t *pl_pcnt_c(const pl_pop *p, int side) { return p->cnt + (side ? p->nd[0] : 0); }
+static inline const uint32_t *pl_pcnt_c(const pl_pop *p, int side) { return p->cnt + (side ? p->nd[0] : 0); }
 static inline const uint64_t *pl_pstr_c(const pl_pop *p, int side) { return p->str + (side ? p->nd[0] : 0); }
 
 /* The ops of one step while planning: a chain of rooms of 2, 3, 4, 6, 9, ... ops (growing by half), filled in

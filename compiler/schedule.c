@@ -117,7 +117,8 @@ static uint32_t sb_get(pl_ctx *c, uint32_t rank, uint8_t lane, int32_t round)
 
 static uint64_t desc_span(const pl_pop *p, int side)
 {
-    const uint64_t *cnt = pl_pcnt_c(p, side), *str = pl_pstr_c(p, side);
+    const uint32_t *cnt = pl_pcnt_c(p, side);
+    const uint64_t *str = pl_pstr_c(p, side);
     uint32_t nd = p->nd[side];
     uint64_t span = cnt[nd - 1];
     for (int i = (int)nd - 2; i >= 0; i--)
@@ -130,8 +131,8 @@ static int side_is_staging(const pl_pop *p, int side) { return p->sym == side + 
 /* Same dims (counts, strides and item steps) from dim `ya` of y and `xa` of x on. */
 static int same_dims(const pl_pop *y, int side, uint32_t ya, const pl_pop *x, uint32_t xa)
 {
-    const uint64_t *ac = pl_pcnt_c(y, side), *as = pl_pstr_c(y, side);
-    const uint64_t *bc = pl_pcnt_c(x, side), *bs = pl_pstr_c(x, side);
+    const uint32_t *ac = pl_pcnt_c(y, side), *bc = pl_pcnt_c(x, side);
+    const uint64_t *as = pl_pstr_c(y, side), *bs = pl_pstr_c(x, side);
     if (y->nd[side] - ya != x->nd[side] - xa) return 0;
     for (uint32_t i = 0; i + ya < y->nd[side]; i++) {
         if (ac[ya + i] != bc[xa + i] || as[ya + i] != bs[xa + i]) return 0;
@@ -146,7 +147,8 @@ static int try_extend(pl_pop *y, const pl_pop *x, int relaxed)
     if (y->code != x->code || y->sym != x->sym) return 0;
     /* contiguous append: one-dim on both sides, x starts where y ends */
     if (y->nd[0] == 1 && y->nd[1] == 1 && x->nd[0] == 1 && x->nd[1] == 1 && (!y->sym || y->item == x->item)) {
-        if (x->off[0] == y->off[0] + y->cnt[0] && x->off[1] == y->off[1] + y->cnt[1]) {
+        if (x->off[0] == y->off[0] + y->cnt[0] && x->off[1] == y->off[1] + y->cnt[1] &&
+            (uint64_t)y->cnt[0] + x->cnt[0] <= UINT32_MAX) {
             y->cnt[0] += x->cnt[0];
             y->cnt[1] += x->cnt[1];
             if (y->tensor != x->tensor) y->tensor = RS_NONE;
@@ -156,12 +158,13 @@ static int try_extend(pl_pop *y, const pl_pop *x, int relaxed)
     /* (a) one more step of y's outermost dim */
     int ok = 1;
     for (int s = 0; s < 2 && ok; s++) {
-        const uint64_t *ac = pl_pcnt_c(y, s), *as = pl_pstr_c(y, s);
+        const uint32_t *ac = pl_pcnt_c(y, s);
+        const uint64_t *as = pl_pstr_c(y, s);
         if (y->nd[s] != x->nd[s] + 1 || !same_dims(y, s, 1, x, 0)) ok = 0;
         else if (x->off[s] != y->off[s] + ac[0] * as[0]) ok = 0;
         else if (side_is_staging(y, s) && x->item != y->item + (int64_t)ac[0] * y->dl[0]) ok = 0;
     }
-    if (ok) {
+    if (ok && pl_pcnt_c(y, 0)[0] < UINT32_MAX && pl_pcnt_c(y, 1)[0] < UINT32_MAX) {
         pl_pcnt(y, 0)[0]++;
         pl_pcnt(y, 1)[0]++;
         if (y->tensor != x->tensor) y->tensor = RS_NONE;
@@ -208,7 +211,9 @@ static int try_extend(pl_pop *y, const pl_pop *x, int relaxed)
 static int pop_group_ok(const pl_pop *p, uint64_t m0, uint64_t m1)
 {
     const uint32_t n[2] = {p->nd[0], p->nd[1]};
-    const uint64_t *const cnt[2] = {pl_pcnt_c(p, 0), pl_pcnt_c(p, 1)};
+    uint64_t wide[PL_PT];
+    for (uint32_t i = 0; i < n[0] + n[1]; i++) wide[i] = p->cnt[i];
+    const uint64_t *const cnt[2] = {wide, wide + n[0]};
     const uint64_t *const str[2] = {pl_pstr_c(p, 0), pl_pstr_c(p, 1)};
     const uint64_t off[2] = {p->off[0], p->off[1]}, m[2] = {m0, m1};
     return rs_dims_group_chunk(n, cnt, str, off, m) != 0;
@@ -512,18 +517,22 @@ static void set_local(pl_pop *p, int side, uint32_t loc, const rs_desc *d)
     p->loc[side] = loc;
     p->nd[side] = (uint8_t)d->ndim;
     p->off[side] = d->offset;
-    memcpy(pl_pcnt(p, side), d->count, d->ndim * sizeof d->count[0]);
+    uint32_t *cnt = pl_pcnt(p, side);
+    for (uint32_t i = 0; i < d->ndim; i++) {
+        rs_assert(d->count[i] <= UINT32_MAX);
+        cnt[i] = (uint32_t)d->count[i];
+    }
     memcpy(pl_pstr(p, side), d->stride, d->ndim * sizeof d->stride[0]);
 }
 
 /* p is zeroed (its other dims and item steps stay 0); side 0 is set before side 1. */
 static void set_staging(pl_pop *p, int side, uint32_t item, uint64_t off, uint64_t bytes)
 {
-    rs_assert(side || p->nd[1] == 0);
+    rs_assert((side || p->nd[1] == 0) && bytes <= UINT32_MAX);
     p->loc[side] = RS_LOC_STAGING;
     p->nd[side] = 1;
     p->off[side] = off;
-    pl_pcnt(p, side)[0] = bytes;
+    pl_pcnt(p, side)[0] = (uint32_t)bytes;
     pl_pstr(p, side)[0] = 1;
     p->sym = (uint8_t)(side + 1);
     p->item = (int32_t)item;
@@ -583,6 +592,7 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
     if (pl_bmap_desc(E->sm, lo, hi, &sd) != 1 || pl_bmap_desc(E->dm, lo, hi, &dd) != 1) return 1; /* cut it */
     if (sd.ndim + dd.ndim > PL_PT) return 2; /* more dims than an op keeps: halve it */
     uint64_t bytes = pl_box_elems(cell->ndim, lo, hi) * cell->es;
+    if (bytes > UINT32_MAX) return 2; /* an op counts in 32 bits (a staging budget over 32 GiB makes such chunks) */
     c->st->chunks++;
     pl_pop x;
     memset(&x, 0, sizeof x);
@@ -692,7 +702,7 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
                 memmove(z.str, z.str + 1, (size_t)(z.nd[0] + z.nd[1] - 1) * sizeof z.str[0]);
                 z.nd[0]--;
                 z.off[1] = y + r * inner;
-                pl_pcnt(&z, 1)[0] = inner;
+                pl_pcnt(&z, 1)[0] = (uint32_t)inner;
                 add_pop(c, sbid, &z, (uint32_t)r + 1);
             }
         } else {
@@ -1582,7 +1592,8 @@ static uint64_t item_base(const pl_ctx *c, const pl_stepb *b, int out, int64_t i
 
 static void desc_check_ok(const pl_pop *p, int side, int *ok, int loose)
 {
-    const uint64_t *cnt = pl_pcnt_c(p, side), *str = pl_pstr_c(p, side);
+    const uint32_t *cnt = pl_pcnt_c(p, side);
+    const uint64_t *str = pl_pstr_c(p, side);
     uint32_t nd = p->nd[side];
     if (loose) {
         for (uint32_t i = 0; i + 1 < nd; i++)
@@ -1649,7 +1660,8 @@ static void put_op(prog_out *o, const pl_pop *p)
         d->loc = p->loc[sd];
         d->ndim = p->nd[sd];
         d->offset = p->off[sd];
-        memcpy(d->count, pl_pcnt_c(p, sd), d->ndim * sizeof d->count[0]);
+        const uint32_t *cnt = pl_pcnt_c(p, sd);
+        for (uint32_t i = 0; i < d->ndim; i++) d->count[i] = cnt[i];
         memcpy(d->stride, pl_pstr_c(p, sd), d->ndim * sizeof d->stride[0]);
         *(sd ? &op->dst : &op->src) = desc_intern(o);
     }
@@ -1663,7 +1675,8 @@ static void pop_take_dim(pl_pop *s, const pl_pop *p, uint32_t k, uint64_t i)
     uint32_t n0 = p->nd[0], n1 = p->nd[1];
     s->off[0] += i * p->str[k];
     s->off[1] += i * p->str[n0 + k];
-    uint64_t cnt[PL_PT], str[PL_PT];
+    uint32_t cnt[PL_PT];
+    uint64_t str[PL_PT];
     uint32_t n = 0;
     for (uint32_t j = 0; j < n0 + n1; j++) {
         if (j == k || j == n0 + k) continue;
@@ -1687,7 +1700,8 @@ static void resolve(const pl_ctx *c, const pl_stepb *b, const pl_pop *p, prog_ou
         return;
     }
     int side = p->sym - 1, out = p->code == RS_OP_PACK;
-    const uint64_t *cnt = pl_pcnt_c(p, side), *str = pl_pstr_c(p, side);
+    const uint32_t *cnt = pl_pcnt_c(p, side);
+    const uint64_t *str = pl_pstr_c(p, side);
     /* dims stepping through items */
     uint32_t nd = p->nd[side];
     int any = 0;
@@ -1853,7 +1867,7 @@ static uint32_t step_of(const pl_ctx *c, uint32_t rank, int lane, uint32_t k)
 static void free_pass_state(pl_ctx *c);
 
 /* Bytes of a dense region (each outer stride the span inside it), or 0 when it has gaps. */
-static uint64_t dense_bytes(const uint64_t *cnt, const uint64_t *str, uint32_t nd)
+static uint64_t dense_bytes(const uint32_t *cnt, const uint64_t *str, uint32_t nd)
 {
     if (!nd || str[nd - 1] != 1) return 0;
     uint64_t run = cnt[nd - 1];
@@ -1907,7 +1921,8 @@ static void zc_moves(pl_ctx *c, pl_stepb *b, uint32_t r, int out)
     for (pop_it it = pop_begin(b); (p = pop_next(&it));) {
         if (p->dead || p->code != code || p->sym != st + 1) continue;
         any = 1;
-        const uint64_t *sc = pl_pcnt_c(p, st), *ss = pl_pstr_c(p, st);
+        const uint32_t *sc = pl_pcnt_c(p, st);
+        const uint64_t *ss = pl_pstr_c(p, st);
         int64_t lo = p->item, hi = p->item;
         for (uint32_t d = 0; d < p->nd[st]; d++)
             if (p->dl[d] && sc[d] > 1) {

@@ -331,6 +331,45 @@ static void unit_colocated(void)
     rs_plan_free(&P);
 }
 
+/* An op counts in 32 bits while planning: a 6 GiB tensor copied on one rank and sent across domains with
+ * 128 GiB of staging (chunks of 8 GiB, halved; contiguous ones do not merge past 4 GiB in one dim) plans,
+ * verifies and moves every byte (an op of more bytes keeps them in more dims). */
+static void unit_huge_chunks(void)
+{
+    for (int colocated = 0; colocated < 2; colocated++) {
+        rs_layout L;
+        lb_init(&L, colocated ? 1 : 2, 1, NULL);
+        int64_t one = 1, shape[1] = {(int64_t)3 << 29}; /* 1.5 G fp32 elements */
+        uint32_t src = lb_mesh(&L, 1, &one, NULL, 0), dst = lb_mesh(&L, 1, &one, NULL, colocated ? 0 : 1);
+        uint32_t t = lb_tensor(&L, "w", RS_DT_FP32, 1, shape);
+        lb_piece(&L, t, RS_SRC, src, lb_buffer(&L, "w", RS_SRC, RS_DT_FP32, 0, NULL), 0, NULL, NULL, NULL);
+        lb_piece(&L, t, RS_DST, dst, lb_buffer(&L, "w", RS_DST, RS_DT_FP32, 0, NULL), 0, NULL, NULL, NULL);
+        lb_finish(&L);
+        rs_plan_opts o;
+        rs_plan_opts_default(&o);
+        o.staging_bytes = (uint64_t)128 << 30;
+        rs_plan P;
+        rs_plan_stats S;
+        char err[600];
+        if (rs_planner_plan(&L, &o, &P, &S, err, sizeof err, NULL)) {
+            fprintf(stderr, "huge chunks (%s): %s\n", colocated ? "colocated" : "across domains", err);
+            failures++;
+            continue;
+        }
+        uint64_t moved = 0;
+        for (uint32_t r = 0; r < P.layout.topo.world; r++) {
+            const rs_rank_prog *g = &P.ranks[r];
+            for (uint32_t i = 0; i < g->nops; i++)
+                if (g->ops[i].code == (colocated ? RS_OP_COPY : RS_OP_RECV)) moved += g->ops[i].bytes;
+            for (uint32_t i = 0; i < g->ndescs; i++)
+                for (uint32_t k = 0; k < g->descs[i].ndim; k++) CHECK(g->descs[i].count[k] <= UINT32_MAX);
+        }
+        CHECK(moved == (uint64_t)6 << 30);
+        rs_plan_stats_free(&S);
+        rs_plan_free(&P);
+    }
+}
+
 /* a block refilling a box of another shape, in a fused buffer with another tensor */
 static void unit_refill(void)
 {
@@ -666,6 +705,7 @@ static int run_unit(void)
     unit_many_dims_copy();
     unit_ragged();
     unit_colocated();
+    unit_huge_chunks();
     unit_refill();
     unit_staging_budget();
     unit_zero_copy();

@@ -43,4 +43,13 @@ if(RS_PYTHON3 AND NOT CMAKE_C_FLAGS MATCHES "-fsanitize" AND (NOT RESHARD_SANITI
                            WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR} ENVIRONMENT "${RS_PY_ENV}")
     endif()
   endforeach()
+  # The worked example on the GPUs (torch tensors, the in-process CUDA transport), with the python3 first on
+  # PATH (where a GPU machine keeps torch); 77 (skipped) without numpy, torch, a GPU or CUDA in libreshard.
+  find_program(RS_PYTHON3_GPU NAMES python3)
+  if(RESHARD_HAVE_CUDA AND RS_PYTHON3_GPU)
+    add_test(NAME python_example_toy_refit_cuda
+             COMMAND ${RS_PYTHON3_GPU} ${PROJECT_SOURCE_DIR}/python/examples/toy_refit.py --cuda)
+    set_tests_properties(python_example_toy_refit_cuda PROPERTIES TIMEOUT 300 LABELS "python;gpu"
+                         SKIP_RETURN_CODE 77 WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR} ENVIRONMENT "${RS_PY_ENV}")
+  endif()
 endif()

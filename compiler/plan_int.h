@@ -233,8 +233,9 @@ typedef struct {
 /* An op while planning: two strided byte regions like rs_desc, side 0 read and side 1 written, with at most
  * PL_PD dims a side and PL_PT dims together, side 0's first in cnt/str (pl_pcnt, pl_pstr). Two separate
  * PL_PD-dim descriptors made an op 248 bytes, and the ops of a plan are most of pass 3's memory
- * (DeepSeek-V3 EXPERTS=0: 5 M ops); no example's op comes near PL_PT dims. 32-bit counts: 152 bytes, not 184. The staging side is symbolic:
- * an item of the step's out or in list plus an offset inside it; merged dims step through items by dl. */
+ * (DeepSeek-V3 EXPERTS=0: 5 M ops); no example's op comes near PL_PT dims; 32-bit counts make it 152 bytes,
+ * not 184. The staging side is symbolic: an item of the step's out or in list plus an offset inside it;
+ * merged dims step through items by dl. */
 #define PL_PD 6
 #define PL_PT 8
 typedef struct {

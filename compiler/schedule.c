@@ -1612,22 +1612,22 @@ static void desc_check_ok(const pl_pop *p, int side, int *ok, int loose)
     }
 }
 
-/* A lane's steps in a rank's program by round: at[k] is the program index of its step of round k (-1: none),
- * le[k] the latest at or before round k. Rounds are set in increasing order. (The waits looked for the
- * latest step before a round by walking back over the rounds: 0.9 G steps of that walk on the 2.5 T MoE.) */
+/* A lane's steps in a rank's program by round: le[k] is the program index of its latest step of round k or
+ * earlier (-1: none); a step of round k exists when le[k] differs from le[k - 1]. Rounds are set in
+ * increasing order. (The waits looked for the latest step before a round by walking back over the rounds:
+ * 0.9 G steps of that walk on the 2.5 T MoE.) */
 typedef struct {
-    rs_vec(int32_t) at, le;
+    rs_vec(int32_t) le;
 } round_prog;
 
 static void rp_set(round_prog *p, uint32_t k, int32_t step)
 {
-    rs_assert(p->at.n <= k);
-    while (p->at.n <= k) {
+    rs_assert(p->le.n <= k);
+    while (p->le.n <= k) {
         int32_t last = p->le.n ? p->le.v[p->le.n - 1] : -1;
-        rs_vec_push(&p->at, -1);
         rs_vec_push(&p->le, last);
     }
-    p->at.v[k] = p->le.v[k] = step;
+    p->le.v[k] = step;
 }
 
 /* The program index of the lane's latest step of round j or earlier, -1 when none. */
@@ -1637,11 +1637,7 @@ static int32_t rp_latest(const round_prog *p, int64_t j)
     return p->le.v[(size_t)j < p->le.n ? (size_t)j : p->le.n - 1];
 }
 
-static void rp_free(round_prog *p)
-{
-    rs_vec_free(&p->at);
-    rs_vec_free(&p->le);
-}
+static void rp_free(round_prog *p) { rs_vec_free(&p->le); }
 
 static void put_op(prog_out *o, const pl_pop *p)
 {
@@ -2098,7 +2094,7 @@ static void build_rank(pl_ctx *c, uint32_t r)
         rs_vec_reserve(&o.descs, 4 * npop);
     }
     int32_t last_net_waited = -1, last_nvl_waited = -1;
-    round_prog nvl_prog = {{0}, {0}}, net_prog = {{0}, {0}};
+    round_prog nvl_prog = {{0}}, net_prog = {{0}};
     struct { int32_t *v; size_t n, cap; } pack_prog = {0}; /* round -> program index of its pack step */
     /* The UNPACKs of what NET step k received run in NVL step k (which waits for NET step k), so the
      * network lane goes on to round k + 1 at once; NET step k + 2, the next user of the staging half,
@@ -2143,8 +2139,8 @@ static void build_rank(pl_ctx *c, uint32_t r)
                      * this half (round <= k - 2) */
                     int32_t w = -1;
                     if (forwards || moved) {
-                        rs_assert((size_t)k < net_prog.at.n && net_prog.at.v[k] >= 0);
-                        w = net_prog.at.v[k];
+                        w = rp_latest(&net_prog, k); /* NET step k itself */
+                        rs_assert((size_t)k < net_prog.le.n && w > rp_latest(&net_prog, (int64_t)k - 1));
                     }
                     else
                         w = rp_latest(&net_prog, (int64_t)k - 2);

@@ -433,4 +433,8 @@ void pl_tensor_planned(pl_ctx *c);                 /* pass 3: the current tensor
 int pl_finalize(pl_ctx *c, rs_plan *out);
 void pl_schedule_free(pl_ctx *c);
 
+/* msgmerge.c: consecutive messages of a sender-receiver pair in one step on both sides whose ranges
+ * continue each other become one; returns how many were folded into the message before them */
+uint64_t pl_merge_messages(rs_plan *P, const rs_layout *L);
+
 #endif

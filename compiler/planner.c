@@ -399,6 +399,7 @@ int rs_planner_plan(rs_layout *L, const rs_plan_opts *o, rs_plan *out, rs_plan_s
         free(c.lpt_choice);
         c.lpt_choice = NULL;
         rc = pl_finalize(&c, out);
+        if (!rc) c.st->merged_messages = pl_merge_messages(out, L);
     }
     LAP(4);
     if (bad_piece) *bad_piece = c.bad_piece;

@@ -447,6 +447,34 @@ static void unit_zero_copy(void)
     rs_plan_free(&P);
 }
 
+/* Messages that continue each other on both sides become one (pl_merge_messages). A [1024, 2048] fp32
+ * tensor, column blocks of 128 on the 16 ranks of domains 0 and 1, is needed whole by the 8 ranks of
+ * domain 2: each block (512 KiB, under fanout_split_min) enters the domain once, whole, and the 8 receivers
+ * get two blocks each from two senders, back to back in staging. Each forwards both to its 7 peers, which
+ * take them into staging too (a column block is not contiguous in the buffer): one message per peer, not
+ * two. */
+static void unit_merge_messages(void)
+{
+    rs_layout L;
+    lb_init(&L, 24, 8, NULL);
+    int64_t sixteen = 16, eight = 8, shape[2] = {1024, 2048};
+    uint32_t src = lb_mesh(&L, 1, &sixteen, NULL, 0), dst = lb_mesh(&L, 1, &eight, NULL, 16);
+    uint32_t t = lb_tensor(&L, "w", RS_DT_FP32, 2, shape);
+    rs_place p1 = lb_shard(0, 1, 0);
+    lb_piece(&L, t, RS_SRC, src, lb_buffer(&L, "w", RS_SRC, RS_DT_FP32, 0, NULL), 1, &p1, NULL, NULL);
+    lb_piece(&L, t, RS_DST, dst, lb_buffer(&L, "w", RS_DST, RS_DT_FP32, 0, NULL), 0, NULL, NULL, NULL);
+    lb_finish(&L);
+    rs_plan P;
+    rs_plan_stats S;
+    if (plan_it(&L, 0, &P, &S)) return;
+    CHECK(count_ops(&P, RS_OP_SEND, RS_LANE_NET, -1) == 16);
+    CHECK(count_ops(&P, RS_OP_SEND, RS_LANE_NVL, -1) == 8 * 7);
+    CHECK(count_ops(&P, RS_OP_RECV, RS_LANE_NVL, 0) == 8 * 7);
+    CHECK(S.merged_messages == 8 * 7);
+    rs_plan_stats_free(&S);
+    rs_plan_free(&P);
+}
+
 /* Segments too small for zero-copy whose PACKs would read or whose UNPACKs would write one contiguous stretch
  * of a buffer are sent from / received into it (zc_moves). Rank 0 holds a 64 x 64 fp32 tensor (16 KiB, far
  * below zero_copy_min); (a) rank 2 (another domain) needs all of it: one SEND from rank 0's buffer, one RECV
@@ -711,6 +739,7 @@ static int run_unit(void)
     unit_zero_copy();
     unit_zc_moves(0);
     unit_zc_moves(1);
+    unit_merge_messages();
     unit_many_dims();
     unit_uncovered();
     unit_relays();
@@ -741,7 +770,7 @@ static void rand_opts(uint64_t seed, rs_plan_opts *o)
 
 static int run_prop(uint64_t n, uint64_t seed0)
 {
-    uint64_t relayed = 0, grouped = 0;
+    uint64_t relayed = 0, grouped = 0, merged = 0;
     for (uint64_t seed = seed0; seed < seed0 + n; seed++) {
         rs_layout L;
         gen_layout(&L, seed, NULL);
@@ -758,6 +787,7 @@ static int run_prop(uint64_t n, uint64_t seed0)
             continue;
         }
         if (S.relay_bytes) relayed++;
+        if (S.merged_messages) merged++;
         for (uint32_t b = 0; b < P.layout.nbuffers; b++)
             if (P.layout.buffers[b].group) {
                 grouped++;
@@ -771,9 +801,10 @@ static int run_prop(uint64_t n, uint64_t seed0)
         }
         rs_plan_free(&P);
     }
-    printf("prop: %llu random layouts from seed %llu (%llu with relayed bytes, %llu with buffer groups), %d failures\n",
+    printf("prop: %llu random layouts from seed %llu (%llu with relayed bytes, %llu with buffer groups, %llu with "
+           "merged messages), %d failures\n",
            (unsigned long long)n, (unsigned long long)seed0, (unsigned long long)relayed, (unsigned long long)grouped,
-           failures);
+           (unsigned long long)merged, failures);
     return failures;
 }
 

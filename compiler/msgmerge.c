@@ -18,37 +18,50 @@ typedef struct {
     uint32_t n;
 } msg_index;
 
-/* The rank's ops of one code, sorted by (lane, peer) and program order (a counting sort; cnt holds
- * 2 * world + 1 zeros and is handed back so). */
-static void index_rank(const rs_rank_prog *g, uint32_t world, uint8_t code, uint32_t *cnt, msg_index *x)
+/* The rank's SENDs and RECVs, each sorted by (lane, peer) and program order (one counting sort over keys
+ * 2 * (lane * world + peer) + (RECV); cnt holds 4 * world + 1 zeros and is handed back so). */
+static void index_rank(const rs_rank_prog *g, uint32_t world, uint32_t *cnt, msg_index *snd, msg_index *rcv)
 {
-    uint32_t n = 0;
+    uint32_t n[2] = {0, 0};
     for (uint32_t s = 0; s < g->nsteps; s++) {
         const rs_step *st = &g->steps[s];
         for (uint32_t k = 0; k < st->nops; k++) {
             const rs_op *o = &g->ops[st->op_begin + k];
-            if (o->code == code) cnt[st->lane * world + o->peer + 1]++, n++;
+            if (o->code != RS_OP_SEND && o->code != RS_OP_RECV) continue;
+            uint32_t rv = o->code == RS_OP_RECV;
+            cnt[2 * (st->lane * world + o->peer) + rv + 1]++;
+            n[rv]++;
         }
     }
-    x->n = n;
-    x->key = rs_xmalloc((n + 1) * sizeof *x->key);
-    x->op = rs_xmalloc((n + 1) * sizeof *x->op);
-    x->step = rs_xmalloc((n + 1) * sizeof *x->step);
-    if (!n) return;
-    for (uint32_t i = 1; i <= 2 * world; i++) cnt[i] += cnt[i - 1];
+    msg_index *x[2] = {snd, rcv};
+    for (int i = 0; i < 2; i++) {
+        x[i]->n = n[i];
+        x[i]->key = rs_xmalloc((n[i] + 1) * sizeof *x[i]->key);
+        x[i]->op = rs_xmalloc((n[i] + 1) * sizeof *x[i]->op);
+        x[i]->step = rs_xmalloc((n[i] + 1) * sizeof *x[i]->step);
+    }
+    if (!n[0] && !n[1]) return;
+    /* prefix sums per kind: the SEND keys' positions in snd, the RECV keys' in rcv */
+    uint32_t at[2] = {0, 0};
+    for (uint32_t i = 0; i < 4 * world; i++) {
+        uint32_t c = cnt[i + 1];
+        cnt[i + 1] = at[i & 1];
+        at[i & 1] += c;
+    }
     for (uint32_t s = 0; s < g->nsteps; s++) {
         const rs_step *st = &g->steps[s];
         for (uint32_t k = 0; k < st->nops; k++) {
             uint32_t oi = st->op_begin + k;
             const rs_op *o = &g->ops[oi];
-            if (o->code != code) continue;
-            uint32_t key = st->lane * world + o->peer, at = cnt[key]++;
-            x->key[at] = key;
-            x->op[at] = oi;
-            x->step[at] = s;
+            if (o->code != RS_OP_SEND && o->code != RS_OP_RECV) continue;
+            uint32_t rv = o->code == RS_OP_RECV, key = st->lane * world + o->peer;
+            uint32_t j = cnt[2 * key + rv + 1]++;
+            x[rv]->key[j] = key;
+            x[rv]->op[j] = oi;
+            x[rv]->step[j] = s;
         }
     }
-    memset(cnt, 0, (2 * (size_t)world + 1) * sizeof *cnt);
+    memset(cnt, 0, (4 * (size_t)world + 1) * sizeof *cnt);
 }
 
 /* [lo, hi) of key in x */
@@ -84,12 +97,9 @@ static int continues(const rs_layout *L, const rs_rank_prog *g, const rs_op *a, 
 uint64_t pl_merge_messages(rs_plan *P, const rs_layout *L)
 {
     uint32_t world = L->topo.world;
-    uint32_t *cnt = rs_xcalloc(2 * (size_t)world + 1, sizeof *cnt);
+    uint32_t *cnt = rs_xcalloc(4 * (size_t)world + 1, sizeof *cnt);
     msg_index *snd = rs_xcalloc(world + 1, sizeof *snd), *rcv = rs_xcalloc(world + 1, sizeof *rcv);
-    for (uint32_t r = 0; r < world; r++) {
-        index_rank(&P->ranks[r], world, RS_OP_SEND, cnt, &snd[r]);
-        index_rank(&P->ranks[r], world, RS_OP_RECV, cnt, &rcv[r]);
-    }
+    for (uint32_t r = 0; r < world; r++) index_rank(&P->ranks[r], world, cnt, &snd[r], &rcv[r]);
     free(cnt);
     uint64_t merged = 0;
     for (uint32_t s = 0; s < world; s++) {

@@ -18,18 +18,29 @@ typedef struct {
     uint32_t n;
 } msg_index;
 
-/* The rank's SENDs and RECVs, each sorted by (lane, peer) and program order (one counting sort over keys
- * 2 * (lane * world + peer) + (RECV); cnt holds 4 * world + 1 zeros and is handed back so). */
-static void index_rank(const rs_rank_prog *g, uint32_t world, uint32_t *cnt, msg_index *snd, msg_index *rcv)
+typedef struct {
+    uint32_t k2, op, step; /* k2: 2 * (lane * world + peer) + (RECV) */
+} msg_rec;
+
+/* The rank's SENDs and RECVs, each sorted by (lane, peer) and program order: one walk over the ops into
+ * scratch, then a counting sort of the scratch (cnt holds 4 * world + 1 zeros and is handed back so). */
+static void index_rank(const rs_rank_prog *g, uint32_t world, uint32_t *cnt, msg_rec **scr, size_t *scap,
+                       msg_index *snd, msg_index *rcv)
 {
-    uint32_t n[2] = {0, 0};
+    uint32_t n[2] = {0, 0}, m = 0;
     for (uint32_t s = 0; s < g->nsteps; s++) {
         const rs_step *st = &g->steps[s];
         for (uint32_t k = 0; k < st->nops; k++) {
             const rs_op *o = &g->ops[st->op_begin + k];
             if (o->code != RS_OP_SEND && o->code != RS_OP_RECV) continue;
             uint32_t rv = o->code == RS_OP_RECV;
-            cnt[2 * (st->lane * world + o->peer) + rv + 1]++;
+            if (m == *scap) {
+                *scap = *scap ? *scap * 2 : 1024;
+                *scr = rs_xrealloc(*scr, *scap * sizeof **scr);
+            }
+            msg_rec e = {2 * (st->lane * world + o->peer) + rv, st->op_begin + k, s};
+            (*scr)[m++] = e;
+            cnt[e.k2 + 1]++;
             n[rv]++;
         }
     }
@@ -40,7 +51,7 @@ static void index_rank(const rs_rank_prog *g, uint32_t world, uint32_t *cnt, msg
         x[i]->op = rs_xmalloc((n[i] + 1) * sizeof *x[i]->op);
         x[i]->step = rs_xmalloc((n[i] + 1) * sizeof *x[i]->step);
     }
-    if (!n[0] && !n[1]) return;
+    if (!m) return;
     /* prefix sums per kind: the SEND keys' positions in snd, the RECV keys' in rcv */
     uint32_t at[2] = {0, 0};
     for (uint32_t i = 0; i < 4 * world; i++) {
@@ -48,18 +59,12 @@ static void index_rank(const rs_rank_prog *g, uint32_t world, uint32_t *cnt, msg
         cnt[i + 1] = at[i & 1];
         at[i & 1] += c;
     }
-    for (uint32_t s = 0; s < g->nsteps; s++) {
-        const rs_step *st = &g->steps[s];
-        for (uint32_t k = 0; k < st->nops; k++) {
-            uint32_t oi = st->op_begin + k;
-            const rs_op *o = &g->ops[oi];
-            if (o->code != RS_OP_SEND && o->code != RS_OP_RECV) continue;
-            uint32_t rv = o->code == RS_OP_RECV, key = st->lane * world + o->peer;
-            uint32_t j = cnt[2 * key + rv + 1]++;
-            x[rv]->key[j] = key;
-            x[rv]->op[j] = oi;
-            x[rv]->step[j] = s;
-        }
+    for (uint32_t i = 0; i < m; i++) {
+        const msg_rec *e = &(*scr)[i];
+        uint32_t rv = e->k2 & 1, j = cnt[e->k2 + 1]++;
+        x[rv]->key[j] = e->k2 >> 1;
+        x[rv]->op[j] = e->op;
+        x[rv]->step[j] = e->step;
     }
     memset(cnt, 0, (4 * (size_t)world + 1) * sizeof *cnt);
 }
@@ -99,8 +104,13 @@ uint64_t pl_merge_messages(rs_plan *P, const rs_layout *L)
     uint32_t world = L->topo.world;
     uint32_t *cnt = rs_xcalloc(4 * (size_t)world + 1, sizeof *cnt);
     msg_index *snd = rs_xcalloc(world + 1, sizeof *snd), *rcv = rs_xcalloc(world + 1, sizeof *rcv);
-    for (uint32_t r = 0; r < world; r++) index_rank(&P->ranks[r], world, cnt, &snd[r], &rcv[r]);
+    msg_rec *scr = NULL;
+    size_t scap = 0;
+    for (uint32_t r = 0; r < world; r++) index_rank(&P->ranks[r], world, cnt, &scr, &scap, &snd[r], &rcv[r]);
+    free(scr);
     free(cnt);
+    uint32_t *first_dead = rs_xmalloc((world + 1) * sizeof *first_dead); /* each rank's first merged op */
+    memset(first_dead, 0xff, (world + 1) * sizeof *first_dead);
     uint64_t merged = 0;
     for (uint32_t s = 0; s < world; s++) {
         const msg_index *x = &snd[s];
@@ -126,6 +136,8 @@ uint64_t pl_merge_messages(rs_plan *P, const rs_layout *L)
                 if (a->tensor != b->tensor) a->tensor = RS_NONE;
                 if (ra->tensor != rb->tensor) ra->tensor = RS_NONE;
                 b->code = rb->code = OP_DEAD;
+                if (x->op[i + k] < first_dead[s]) first_dead[s] = x->op[i + k];
+                if (y->op[lo + k] < first_dead[p]) first_dead[p] = y->op[lo + k];
                 merged++;
             }
         }
@@ -136,13 +148,17 @@ uint64_t pl_merge_messages(rs_plan *P, const rs_layout *L)
     }
     free(snd);
     free(rcv);
-    if (!merged) return 0;
     /* drop the merged ops; the steps' op ranges follow */
     for (uint32_t r = 0; r < world; r++) {
+        if (first_dead[r] == RS_NONE) continue;
         rs_rank_prog *g = &P->ranks[r];
         uint32_t w = 0;
         for (uint32_t s = 0; s < g->nsteps; s++) {
             rs_step *st = &g->steps[s];
+            if (st->op_begin + st->nops <= first_dead[r]) { /* before the first merged op: in place */
+                w = st->op_begin + st->nops;
+                continue;
+            }
             uint32_t begin = w;
             for (uint32_t k = 0; k < st->nops; k++) {
                 const rs_op *o = &g->ops[st->op_begin + k];
@@ -153,5 +169,6 @@ uint64_t pl_merge_messages(rs_plan *P, const rs_layout *L)
         }
         g->nops = w;
     }
+    free(first_dead);
     return merged;
 }

@@ -255,15 +255,16 @@ static inline uint64_t *pl_pstr(pl_pop *p, int side) { return p->str + (side ? p
 static inline const uint32_t *pl_pcnt_c(const pl_pop *p, int side) { return p->cnt + (side ? p->nd[0] : 0); }
 static inline const uint64_t *pl_pstr_c(const pl_pop *p, int side) { return p->str + (side ? p->nd[0] : 0); }
 
-/* The ops of one step while planning: a chain of rooms of 2, 3, 4, 6, 9, ... ops (growing by half), filled in
- * order and never moved, so a step that grows wastes at most its last room's free part. Rooms are carved
- * from blocks of the step's rank, which building the rank's program hands back at once. (Vectors that moved
- * to a bigger room when full left the old room behind: steps of a rank grow in lockstep, so the 2.5 T MoE's
- * outgrown rooms, waiting for a step of their size that never came, were 1.3x its ops.) */
-#define PL_POP_CLASSES 48
+/* The ops of one step while planning: a chain of rooms of 1, 1, 1, 2, 2, 2, 3, 4, 5, 6, 7, 9, ... ops (then
+ * 30 % more each, schedule.c's room_cap), filled in order and never moved, so a step that grows wastes at
+ * most its last room's free part. Rooms are carved from blocks of the step's rank, which building the rank's
+ * program hands back at once. (Vectors that moved to a bigger room when full left the old room behind: steps
+ * of a rank grow in lockstep, so the 2.5 T MoE's outgrown rooms, waiting for a step of their size that never
+ * came, were 1.3x its ops.) A room's capacity follows from its place in the chain, so its header is only the
+ * link. */
+#define PL_POP_CLASSES 72
 typedef struct pl_room {
     struct pl_room *next;
-    uint32_t cap, pad_;
     pl_pop p[];
 } pl_room;
 

@@ -295,22 +295,22 @@ static pl_mslot *mslot_new(pl_ctx *c, pl_stepb *b, uint32_t sloc, uint32_t dloc,
     return e;
 }
 
-/* Rooms of 1, 1, 2, 2, 3, 4, 6, 9, 13, ... ops: a step holds a few ops (mostly 1 to 12 on the 2.5 T MoE), and
- * rooms of 2, 3, 4, 6, ... left 3.7 M of its 15.9 M op slots empty (about one in the last room of every
- * step), 30 % of the ops' memory. */
-static size_t pop_class_cap(uint32_t k)
-{
-    static const uint8_t first[] = {1, 1, 2, 2, 3};
-    if (k < sizeof first) return first[k];
-    size_t n = 3;
-    for (k -= (uint32_t)sizeof first - 1; k--;) n += n / 2;
-    return n;
-}
+/* Room k of a step's chain holds room_cap[k] ops. A step holds a few ops (1 to 12 on the 2.5 T MoE, 5 on
+ * average): rooms of 2, 3, 4, 6, ... left 3.7 M of its 15.9 M op slots empty, and rooms of 1, 1, 2, 2, 3,
+ * 4, 6, ... with a 16-byte header (a capacity next to the link) still cost 409 MB of empty slots and headers
+ * over its 2.5 M steps; these rooms, with an 8-byte header, cost 206 MB (from the histogram of its steps'
+ * op counts). */
+static const uint32_t room_cap[PL_POP_CLASSES] = {
+    1, 1, 1, 2, 2, 2, 3, 4, 5, 6, 7, 9, 11, 14, 18, 23, 29, 37, 48, 62, 80, 104, 135, 175,
+    227, 295, 383, 497, 646, 839, 1090, 1417, 1842, 2394, 3112, 4045, 5258, 6835, 8885, 11550,
+    15015, 19519, 25374, 32986, 42881, 55745, 72468, 94208, 122470, 159211, 206974, 269066, 349785, 454720,
+    591136, 768476, 999018, 1298723, 1688339, 2194840, 2853292, 3709279, 4822062, 6268680, 8149284, 10594069,
+    13772289, 17903975, 23275167, 30257717, 39335032, 51135541};
 
 /* Room of `bytes` from the rank's blocks. */
 static void *pool_carve(pl_popool *pool, size_t bytes)
 {
-    bytes = (bytes + 15) & ~(size_t)15;
+    bytes = (bytes + 7) & ~(size_t)7; /* (ops hold 64-bit fields) */
     if (bytes > pool->left) {
         size_t bsz = bytes > ((size_t)256 << 10) ? bytes : (size_t)256 << 10;
         pool->at = rs_xmalloc(bsz);
@@ -326,15 +326,14 @@ static void *pool_carve(pl_popool *pool, size_t bytes)
 /* The slot of a new last op of b (a new room when the last one is full). */
 static pl_pop *pop_push(pl_ctx *c, pl_stepb *b)
 {
-    if (!b->last || b->nops - b->last_base == b->last->cap) {
+    if (!b->last || b->nops - b->last_base == room_cap[b->pcls]) {
         uint32_t k = b->last ? b->pcls + 1u : 0;
         rs_assert(k < PL_POP_CLASSES);
-        size_t cap = pop_class_cap(k);
+        size_t cap = room_cap[k];
         pl_room *r = pool_carve(&c->popool[b->rank], sizeof(pl_room) + cap * sizeof(pl_pop));
         r->next = NULL;
-        r->cap = (uint32_t)cap;
         if (b->last) {
-            b->last_base += b->last->cap;
+            b->last_base += room_cap[b->pcls];
             b->last->next = r;
         } else {
             b->first = r;
@@ -351,8 +350,8 @@ static pl_pop *pop_at(const pl_stepb *b, uint32_t i)
 {
     if (i >= b->last_base) return &b->last->p[i - b->last_base];
     const pl_room *r = b->first;
-    while (i >= r->cap) {
-        i -= r->cap;
+    for (uint32_t k = 0; i >= room_cap[k]; k++) {
+        i -= room_cap[k];
         r = r->next;
     }
     return (pl_pop *)&r->p[i];
@@ -361,17 +360,18 @@ static pl_pop *pop_at(const pl_stepb *b, uint32_t i)
 /* In-order walk over a step's ops: for (pop_it it = pop_begin(b); (p = pop_next(&it));) */
 typedef struct {
     pl_room *r;
-    uint32_t i, left;
+    uint32_t i, left, k; /* k: the room's place in the chain */
 } pop_it;
 
-static pop_it pop_begin(const pl_stepb *b) { return (pop_it){b->first, 0, b->nops}; }
+static pop_it pop_begin(const pl_stepb *b) { return (pop_it){b->first, 0, b->nops, 0}; }
 
 static pl_pop *pop_next(pop_it *it)
 {
     if (!it->left) return NULL;
-    if (it->i == it->r->cap) {
+    if (it->i == room_cap[it->k]) {
         it->r = it->r->next;
         it->i = 0;
+        it->k++;
     }
     it->left--;
     return &it->r->p[it->i++];

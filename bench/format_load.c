@@ -127,7 +127,6 @@ static void synth(rs_plan *P)
     dst.staging_bytes = P->staging_budget;
     uint32_t nops = nt + nt / 2, cap_steps = nops / 256 + 2;
     dst.ops = rs_xcalloc(nops, sizeof *dst.ops);
-    dst.descs = rs_xcalloc(nt, sizeof *dst.descs);
     dst.steps = rs_xcalloc(cap_steps, sizeof *dst.steps);
     uint64_t soff = 0;
     for (uint32_t t = 0; t < nt; t++) {
@@ -146,12 +145,11 @@ static void synth(rs_plan *P)
         st->nops++;
         if (w) { /* w2 through staging: RECV + UNPACK of a [7168, 64] box */
             o->loc = RS_LOC_STAGING, o->off = soff;
-            rs_desc *a = &dst.descs[dst.ndescs], *b = &dst.descs[dst.ndescs + 1];
-            *a = (rs_desc){RS_LOC_STAGING, 1, soff, {per}, {1}};
-            *b = (rs_desc){(uint32_t)(l * 2 + w), 2, (uint64_t)e * per, {H, (F / TPI) * 2}, {(F / TPI) * 2, 1}};
+            rs_desc a = {RS_LOC_STAGING, 1, soff, {per}, {1}};
+            rs_desc b = {(uint32_t)(l * 2 + w), 2, (uint64_t)e * per, {H, (F / TPI) * 2}, {(F / TPI) * 2, 1}};
+            uint32_t ia = rs_prog_desc_add(&dst, &a), ib = rs_prog_desc_add(&dst, &b);
             rs_op *u = &dst.ops[dst.nops++];
-            *u = (rs_op){RS_OP_UNPACK, {0}, t, 0, 0, dst.ndescs, dst.ndescs + 1, 0, per};
-            dst.ndescs += 2;
+            *u = (rs_op){RS_OP_UNPACK, {0}, t, 0, 0, ia, ib, 0, per};
             st->nops++;
             soff += per;
         }
@@ -173,7 +171,6 @@ static void synth(rs_plan *P)
     src.staging_bytes = P->staging_budget;
     uint32_t sops = nsrc_t * DPI * TPI * 2;
     src.ops = rs_xcalloc(sops, sizeof *src.ops);
-    src.descs = rs_xcalloc(sops, sizeof *src.descs);
     src.steps = rs_xcalloc(sops / 256 + 2, sizeof *src.steps);
     for (uint32_t i = 0; i < nsrc_t; i++)
         for (uint32_t d = 0; d < DPI * TPI; d++) {
@@ -186,11 +183,10 @@ static void synth(rs_plan *P)
             const rs_binding *x = &src.bindings[i];
             uint64_t per = x->bytes / TPI, tp = d % TPI;
             if (i % 2 == 0) {
-                rs_desc *a = &src.descs[src.ndescs], *b = &src.descs[src.ndescs + 1];
-                *a = (rs_desc){i, 3, tp * (F / TPI) * H * 2, {2, F / TPI, H * 2}, {(uint64_t)F * H * 2, H * 2, 1}};
-                *b = (rs_desc){RS_LOC_STAGING, 1, soff, {per}, {1}};
-                src.ops[src.nops++] = (rs_op){RS_OP_PACK, {0}, i, 0, 0, src.ndescs, src.ndescs + 1, 0, per};
-                src.ndescs += 2;
+                rs_desc a = {i, 3, tp * (F / TPI) * H * 2, {2, F / TPI, H * 2}, {(uint64_t)F * H * 2, H * 2, 1}};
+                rs_desc b = {RS_LOC_STAGING, 1, soff, {per}, {1}};
+                uint32_t ia = rs_prog_desc_add(&src, &a), ib = rs_prog_desc_add(&src, &b);
+                src.ops[src.nops++] = (rs_op){RS_OP_PACK, {0}, i, 0, 0, ia, ib, 0, per};
                 src.ops[src.nops++] = (rs_op){RS_OP_SEND, {0}, i, NSRC + d, RS_LOC_STAGING, 0, 0, soff, per};
                 soff += per;
                 st->nops += 2;
@@ -231,8 +227,8 @@ int main(int argc, char **argv)
                P.layout.ntensors, P.layout.npieces, (unsigned long long)ops, now() - t0);
         /* the ranks share two programs: free them once */
         rs_rank_prog s = P.ranks[0], d = P.ranks[P.layout.topo.world - 1];
-        free(s.bindings), free(s.ops), free(s.descs), free(s.steps);
-        free(d.bindings), free(d.ops), free(d.descs), free(d.steps);
+        free(s.bindings), free(s.ops), free(s.dpool), free(s.doff), free(s.steps);
+        free(d.bindings), free(d.ops), free(d.dpool), free(d.doff), free(d.steps);
         free(P.ranks);
         rs_layout_free(&P.layout);
         return 0;

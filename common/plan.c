@@ -66,13 +66,78 @@ void rs_plan_free(rs_plan *P)
             free(g->bindings);
             free(g->steps);
             free(g->ops);
-            free(g->descs);
+            free(g->dpool);
+            free(g->doff);
             free(g->waits);
         }
         free(P->ranks);
     }
     rs_layout_free(&P->layout);
     memset(P, 0, sizeof *P);
+}
+
+/* ---- packed descriptors ---- */
+
+static void desc_put(uint64_t *w, const rs_desc *d)
+{
+    w[0] = (uint64_t)d->ndim << 32 | d->loc;
+    w[1] = d->offset;
+    for (uint32_t k = 0; k < d->ndim; k++) {
+        w[2 + 2 * k] = d->count[k];
+        w[3 + 2 * k] = d->stride[k];
+    }
+}
+
+void rs_prog_desc_reserve(rs_rank_prog *g, uint32_t n, uint64_t words)
+{
+    uint64_t need = (uint64_t)g->ndescs + n;
+    rs_assert(need <= UINT32_MAX);
+    if (need > g->dcap) {
+        uint64_t c = g->dcap ? (uint64_t)g->dcap * 2 : 16;
+        if (c < need) c = need;
+        if (c > UINT32_MAX) c = UINT32_MAX;
+        g->doff = rs_xrealloc(g->doff, c * sizeof *g->doff);
+        g->dcap = (uint32_t)c;
+    }
+    if (g->dpool_n + words > g->dpool_cap) {
+        uint64_t c = g->dpool_cap ? g->dpool_cap * 2 : 64;
+        if (c < g->dpool_n + words) c = g->dpool_n + words;
+        g->dpool = rs_xrealloc(g->dpool, c * sizeof *g->dpool);
+        g->dpool_cap = c;
+    }
+}
+
+uint32_t rs_prog_desc_add(rs_rank_prog *g, const rs_desc *d)
+{
+    rs_assert(d->ndim <= RS_DESC_MAX_DIMS && g->dpool_n + 2 + 2 * d->ndim <= UINT32_MAX);
+    rs_prog_desc_reserve(g, 1, 2 + 2 * (uint64_t)d->ndim);
+    g->doff[g->ndescs] = (uint32_t)g->dpool_n;
+    desc_put(g->dpool + g->dpool_n, d);
+    g->dpool_n += 2 + 2 * (uint64_t)d->ndim;
+    return g->ndescs++;
+}
+
+void rs_prog_desc_set(rs_rank_prog *g, uint32_t i, const rs_desc *d)
+{
+    rs_assert(i < g->ndescs && d->ndim <= RS_DESC_MAX_DIMS);
+    uint64_t *w = g->dpool + g->doff[i];
+    if (d->ndim <= (uint32_t)(w[0] >> 32)) {
+        desc_put(w, d);
+        return;
+    }
+    rs_assert(g->dpool_n + 2 + 2 * d->ndim <= UINT32_MAX);
+    rs_prog_desc_reserve(g, 0, 2 + 2 * (uint64_t)d->ndim);
+    g->doff[i] = (uint32_t)g->dpool_n;
+    desc_put(g->dpool + g->dpool_n, d);
+    g->dpool_n += 2 + 2 * (uint64_t)d->ndim;
+}
+
+void rs_prog_desc_trim(rs_rank_prog *g)
+{
+    g->doff = rs_xrealloc(g->doff, ((size_t)g->ndescs + 1) * sizeof *g->doff);
+    g->dcap = g->ndescs + 1;
+    g->dpool = rs_xrealloc(g->dpool, (g->dpool_n + 1) * sizeof *g->dpool);
+    g->dpool_cap = g->dpool_n + 1;
 }
 
 /* ---- buffer groups ---- */

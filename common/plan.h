@@ -98,8 +98,14 @@ typedef struct {
     uint32_t nsteps;
     rs_op *ops;
     uint32_t nops;
-    rs_desc *descs;
+    /* Descriptors, packed (a plan's largest part: 2.5 T MoE's 6.9 M of them took 0.99 GB as rs_desc):
+     * descriptor i starts at word doff[i] of dpool as loc | ndim << 32, offset, count[ndim], stride[ndim].
+     * Read them with rs_prog_desc, write them with rs_prog_desc_add / rs_prog_desc_set. */
+    uint64_t *dpool;
+    uint32_t *doff;
     uint32_t ndescs;
+    uint32_t dcap;                 /* doff's capacity */
+    uint64_t dpool_n, dpool_cap;   /* dpool's words used and allocated */
     uint32_t *waits;
     uint32_t nwaits;
     int loaded; /* 0 when a single-rank load skipped this rank's program */
@@ -117,6 +123,31 @@ typedef struct rs_plan {
 } rs_plan;
 
 void rs_plan_free(rs_plan *P);
+
+/* Descriptor i of rank program g, unpacked into *out (dims past ndim zero); returns out. */
+static inline const rs_desc *rs_prog_desc(const rs_rank_prog *g, uint32_t i, rs_desc *out)
+{
+    const uint64_t *w = g->dpool + g->doff[i];
+    uint32_t nd = (uint32_t)(w[0] >> 32);
+    out->loc = (uint32_t)w[0];
+    out->ndim = nd;
+    out->offset = w[1];
+    for (uint32_t k = 0; k < RS_DESC_MAX_DIMS; k++) {
+        out->count[k] = k < nd ? w[2 + 2 * k] : 0;
+        out->stride[k] = k < nd ? w[3 + 2 * k] : 0;
+    }
+    return out;
+}
+/* Its location alone. */
+static inline uint32_t rs_prog_desc_loc(const rs_rank_prog *g, uint32_t i) { return (uint32_t)g->dpool[g->doff[i]]; }
+/* Append descriptor d (ndim <= RS_DESC_MAX_DIMS) to g; returns its index. */
+uint32_t rs_prog_desc_add(rs_rank_prog *g, const rs_desc *d);
+/* Replace descriptor i (tools and tests that edit a plan; a longer one goes to the pool's end). */
+void rs_prog_desc_set(rs_rank_prog *g, uint32_t i, const rs_desc *d);
+/* Room for n more descriptors of `words` words in all (2 + 2 x ndim each), so adds do not reallocate. */
+void rs_prog_desc_reserve(rs_rank_prog *g, uint32_t n, uint64_t words);
+/* Give back the pool's unused room. */
+void rs_prog_desc_trim(rs_rank_prog *g);
 
 /* Index of the binding of layout buffer `buffer` on rank prog r, or RS_NONE. */
 uint32_t rs_rank_binding(const rs_rank_prog *r, uint32_t buffer);

@@ -267,9 +267,10 @@ void rs_plan_dump_op(FILE *f, const rs_plan *P, uint32_t rank, uint32_t op)
             d_.loc = o->loc, d_.ndim = 1, d_.offset = o->off, d_.count[0] = o->bytes, d_.stride[0] = 1; \
             sb_desc(s, P, rank, &d_);                                                              \
         } else if (o->src < g->ndescs && o->dst < g->ndescs) {                                     \
-            sb_desc(s, P, rank, &g->descs[o->src]);                                                \
+            rs_desc d_;                                                                            \
+            sb_desc(s, P, rank, rs_prog_desc(g, o->src, &d_));                                     \
             sb_printf(s, " -> ");                                                                  \
-            sb_desc(s, P, rank, &g->descs[o->dst]);                                                \
+            sb_desc(s, P, rank, rs_prog_desc(g, o->dst, &d_));                                     \
         }                                                                                          \
         if (o->tensor < P->layout.ntensors) {                                                      \
             sb_printf(s, "  ; tensor ");                                                           \

@@ -312,18 +312,23 @@ static int dec_rank(const uint8_t *blob, const dirent_t *d, uint32_t rank, rs_ra
         for (uint32_t k = 0; k < x->ndim && !c->bad; k++) x->shape[k] = rs_cur_sv(c);
         x->bytes = rs_cur_uv(c);
     }
-    g->ndescs = d->ndescs;
-    g->descs = rs_xcalloc(g->ndescs, sizeof *g->descs);
-    for (uint32_t i = 0; i < g->ndescs && !c->bad; i++) {
-        rs_desc *x = &g->descs[i];
-        x->loc = get_opt(c);
-        x->ndim = (uint32_t)get(c, RS_DESC_MAX_DIMS);
-        x->offset = rs_cur_uv(c);
-        for (uint32_t k = 0; k < x->ndim && !c->bad; k++) x->count[k] = rs_cur_uv(c);
-        for (uint32_t k = 0; k + 1 < x->ndim && !c->bad; k++) x->stride[k] = rs_cur_uv(c);
-        if (x->ndim) x->stride[x->ndim - 1] = 1;
+    rs_prog_desc_reserve(g, d->ndescs, 6ull * d->ndescs); /* (2 dims each; more grows the pool) */
+    for (uint32_t i = 0; i < d->ndescs && !c->bad; i++) {
+        rs_desc x;
+        memset(&x, 0, sizeof x);
+        x.loc = get_opt(c);
+        x.ndim = (uint32_t)get(c, RS_DESC_MAX_DIMS);
+        x.offset = rs_cur_uv(c);
+        for (uint32_t k = 0; k < x.ndim && !c->bad; k++) x.count[k] = rs_cur_uv(c);
+        for (uint32_t k = 0; k + 1 < x.ndim && !c->bad; k++) x.stride[k] = rs_cur_uv(c);
+        if (x.ndim) x.stride[x.ndim - 1] = 1;
+        if (c->bad) break;
+        if (g->dpool_n + 2 + 2 * x.ndim > UINT32_MAX)
+            return fail(err, errlen, "bad plan (%s: descriptors take more than 2^32 words)", where);
+        rs_prog_desc_add(g, &x);
     }
     if (c->bad) return cur_fail(c, where, err, errlen);
+    rs_prog_desc_trim(g);
 
     g->nsteps = d->nsteps;
     g->nops = d->nops;
@@ -363,7 +368,8 @@ static int dec_rank(const uint8_t *blob, const dirent_t *d, uint32_t rank, rs_ra
                 if (c->bad) break;
                 o->src = (uint32_t)src;
                 o->dst = (uint32_t)dst;
-                o->bytes = rs_desc_bytes(&g->descs[src]);
+                rs_desc sd_;
+                o->bytes = rs_desc_bytes(rs_prog_desc(g, (uint32_t)src, &sd_));
                 hint = (uint64_t)(src > dst ? src : dst) + 1;
             } else {
                 return fail(err, errlen, "bad plan (%s, step %u: unknown opcode %u)", where, s, o->code);

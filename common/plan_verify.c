@@ -220,7 +220,7 @@ int rs_plan_verify_rank(const rs_plan *P, uint32_t rank, char *err, size_t errle
     const rs_rank_prog *g = &P->ranks[rank];
     if (g->rank != rank) return bad(err, errlen, "rank %u: program says rank %u", rank, g->rank);
     if ((g->nbindings && !g->bindings) || (g->nsteps && !g->steps) || (g->nops && !g->ops) ||
-        (g->ndescs && !g->descs) || (g->nwaits && !g->waits))
+        (g->ndescs && (!g->dpool || !g->doff)) || (g->nwaits && !g->waits))
         return bad(err, errlen, "rank %u: missing table", rank);
 
     /* Bindings: one per buffer, size = shape x dtype; explicit buffers keep their declared shape. */
@@ -274,7 +274,8 @@ int rs_plan_verify_rank(const rs_plan *P, uint32_t rank, char *err, size_t errle
         uint32_t i_ = (i);                                                                         \
         uint64_t bits_ = used[i_ / 32] >> (2 * (i_ % 32)) & 3;                                     \
         if (!(bits_ & 2) && !(!(written) && bits_)) {                                              \
-            const char *why_ = desc_problem(g, &g->descs[i_], !(written));                         \
+            rs_desc dd_;                                                                           \
+            const char *why_ = desc_problem(g, rs_prog_desc(g, i_, &dd_), !(written));             \
             if (why_) {                                                                            \
                 free(used);                                                                        \
                 free(mbytes);                                                                      \
@@ -348,7 +349,8 @@ int rs_plan_verify_rank(const rs_plan *P, uint32_t rank, char *err, size_t errle
                     RET_OPBAD("descriptor index out of range", rank, s, oi, name);
                 DESC_CHECK(o->src, 0);
                 DESC_CHECK(o->dst, 1);
-                const rs_desc *a = &g->descs[o->src], *b = &g->descs[o->dst];
+                rs_desc ab_[2];
+                const rs_desc *a = rs_prog_desc(g, o->src, &ab_[0]), *b = rs_prog_desc(g, o->dst, &ab_[1]);
                 int want_a_staging = o->code == RS_OP_UNPACK, want_b_staging = o->code == RS_OP_PACK;
                 if ((a->loc == RS_LOC_STAGING) != want_a_staging || (b->loc == RS_LOC_STAGING) != want_b_staging)
                     RET_OPBAD("source or destination in the wrong place", rank, s, oi, name);

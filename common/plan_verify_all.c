@@ -70,7 +70,7 @@ typedef rs_vec(vseg) vseg_vec;
 #define STEP_RUNS_MAX (1ull << 24)
 typedef struct {
     uint64_t start, pos, len;
-    const rs_desc *d;
+    uint32_t d; /* descriptor index on rank src, RS_NONE: binding bytes */
     uint32_t src, loc;
 } pent;
 typedef struct {
@@ -80,7 +80,7 @@ typedef struct {
 
 typedef struct {
     uint32_t src, loc;
-    const rs_desc *d;
+    uint32_t d; /* descriptor index on rank src, RS_NONE: the bytes of binding loc from pos */
     uint64_t pos, len;
 } prov;
 typedef rs_vec(prov) prov_vec;
@@ -135,7 +135,7 @@ typedef struct {
  * of them on DeepSeek-V3) is in the entry's first cache line: every delivery looks one up at random. */
 #define DC_WORDS 13
 struct dcache_ent {
-    const rs_desc *d;
+    uint32_t d, pad_; /* descriptor index (RS_NONE: empty) */
     uint64_t offset;      /* of the tensor desc */
     uint32_t rank;
     uint32_t vp_nd;       /* piece << 8 | the tensor desc's ndim; ndim 0: the source does not map as a whole */
@@ -1015,11 +1015,7 @@ static void fmt_td(vctx *c, char *buf, size_t n, const vseg *s)
  * done (and the budget it takes) is the same in every run. */
 static inline struct dcache_ent *dcache_slot(const vctx *c, const prov *p)
 {
-    const rs_rank_prog *sgp = &c->P->ranks[p->src];
-    uintptr_t at = (uintptr_t)p->d, lo = (uintptr_t)sgp->descs;
-    uint64_t key = at >= lo && at < lo + (uintptr_t)sgp->ndescs * sizeof *sgp->descs
-                       ? (uint64_t)p->src << 32 | (uint64_t)((at - lo) / sizeof *sgp->descs)
-                       : (uint64_t)(at >> 4);
+    uint64_t key = (uint64_t)p->src << 32 | p->d;
     return &c->dcache[key * 0x9e3779b97f4a7c15ull >> 48];
 }
 
@@ -1030,7 +1026,7 @@ static inline int dcache_has(const struct dcache_ent *ce, const prov *p) { retur
 static int check_delivery(vctx *c, uint32_t drank, const vseg_vec *ld, uint64_t ld_base, uint64_t du, const prov *p,
                           struct dcache_ent *ce)
 {
-    if (p->d == NULL) {
+    if (p->d == RS_NONE) {
         /* contiguous binding bytes: a one-dim desc */
         rs_desc cd;
         memset(&cd, 0, sizeof cd);
@@ -1042,11 +1038,13 @@ static int check_delivery(vctx *c, uint32_t drank, const vseg_vec *ld, uint64_t 
         if (decompose(c, p->src, p->loc, &cd, 0, p->len, &c->ls)) return -1;
     } else {
         /* a whole source desc maps to one tensor desc most of the time: decompose it once */
+        rs_desc pd;
+        rs_prog_desc(&c->P->ranks[p->src], p->d, &pd);
         if (!dcache_has(ce, p)) {
             ce->d = p->d;
             ce->rank = p->src;
             ce->vp_nd = 0;
-            if (decompose(c, p->src, p->loc, p->d, 0, dbytes(p->d), &c->ls)) return -1;
+            if (decompose(c, p->src, p->loc, &pd, 0, dbytes(&pd), &c->ls)) return -1;
             const rs_desc *t = c->ls.n == 1 ? &c->ls.v[0].td : NULL; /* (the vector may be empty, unallocated) */
             if (t && c->ls.v[0].vp < (1u << 24) && t->ndim >= 1 && 2 * t->ndim - 1 <= DC_WORDS &&
                 t->stride[t->ndim - 1] == 1) {
@@ -1076,7 +1074,7 @@ static int check_delivery(vctx *c, uint32_t drank, const vseg_vec *ld, uint64_t 
             sg->vp = ce->vp_nd >> 8;
             sg->len = p->len;
             c->ls.n = 1;
-        } else if (decompose(c, p->src, p->loc, p->d, p->pos, p->len, &c->ls)) {
+        } else if (decompose(c, p->src, p->loc, &pd, p->pos, p->len, &c->ls)) {
             return -1;
         }
     }
@@ -1415,7 +1413,8 @@ static int check_alignment_rank(vctx *c, uint32_t r, u8_vec *bk, int quiet)
                 continue;
             }
             for (int side = 0; side < 2; side++) {
-                const rs_desc *d = &g->descs[side ? o->dst : o->src];
+                rs_desc db_;
+                const rs_desc *d = rs_prog_desc(g, side ? o->dst : o->src, &db_);
                 if (d->loc == RS_LOC_STAGING) continue;
                 uint32_t es = ES_OF(d->loc);
                 int bad = d->offset % es || d->count[d->ndim - 1] % es;
@@ -1749,8 +1748,9 @@ static int step_footprint(vctx *c, const rs_rank_prog *g, uint32_t s, iv_vec *ou
     uint64_t nr = 0;
     for (uint32_t k = 0; k < st->nops; k++) {
         const rs_op *o = &g->ops[st->op_begin + k];
-        if (o->code == RS_OP_PACK) nr += desc_nruns(&g->descs[o->dst]);
-        else if (o->code == RS_OP_UNPACK) nr += desc_nruns(&g->descs[o->src]);
+        rs_desc db_;
+        if (o->code == RS_OP_PACK) nr += desc_nruns(rs_prog_desc(g, o->dst, &db_));
+        else if (o->code == RS_OP_UNPACK) nr += desc_nruns(rs_prog_desc(g, o->src, &db_));
         else nr++;
         if (nr > STEP_RUNS_MAX) return acc ? 1 : charge_runs(c, UINT64_MAX);
     }
@@ -1762,9 +1762,10 @@ static int step_footprint(vctx *c, const rs_rank_prog *g, uint32_t s, iv_vec *ou
     }
     for (uint32_t k = 0; k < st->nops; k++) {
         const rs_op *o = &g->ops[st->op_begin + k];
+        rs_desc db_;
         switch (o->code) {
-        case RS_OP_PACK: desc_runs(&g->descs[o->dst], 1, 0, out); break;
-        case RS_OP_UNPACK: desc_runs(&g->descs[o->src], 0, 3, out); break;
+        case RS_OP_PACK: desc_runs(rs_prog_desc(g, o->dst, &db_), 1, 0, out); break;
+        case RS_OP_UNPACK: desc_runs(rs_prog_desc(g, o->src, &db_), 0, 3, out); break;
         case RS_OP_SEND:
             if (o->loc == RS_LOC_STAGING && o->bytes) {
                 iv x = {o->off, o->off + o->bytes, 0, 2};
@@ -2243,7 +2244,8 @@ static int relay_rows(vctx *c, uint32_t r, const uint8_t *rd, drun_vec *W, drun_
                     }
                     continue;
                 }
-                const rs_desc *sd = &g->descs[o->src], *dd = &g->descs[o->dst];
+                rs_desc sdb_, ddb_;
+                const rs_desc *sd = rs_prog_desc(g, o->src, &sdb_), *dd = rs_prog_desc(g, o->dst, &ddb_);
                 uint8_t ph = o->code == RS_OP_UNPACK ? 3 : 1;
                 if (pass == 1 && dd->loc != RS_LOC_STAGING && rd[dd->loc])
                     rc = push_druns_in(c, dd, s, oi, ph, U->v, U->n, W);
@@ -2367,7 +2369,8 @@ static int relay_strips(vctx *c, uint32_t r, const uint8_t *rd, drun_vec *W, dru
             continue;
         }
         for (int side = 0; side < 2; side++) {
-            rs_desc d = g->descs[side ? o->dst : o->src];
+            rs_desc d;
+            rs_prog_desc(g, side ? o->dst : o->src, &d);
             if (d.loc == RS_LOC_STAGING || !rd[d.loc] || !dbytes(&d)) continue;
             nrows += desc_nruns(&d);
             dnorm(&d);
@@ -2400,7 +2403,8 @@ static int relay_strips(vctx *c, uint32_t r, const uint8_t *rd, drun_vec *W, dru
             }
             uint8_t ph = o->code == RS_OP_UNPACK ? 3 : 1;
             for (int side = 0; side < 2 && !rc; side++) {
-                rs_desc d = g->descs[side ? o->dst : o->src];
+                rs_desc d;
+                rs_prog_desc(g, side ? o->dst : o->src, &d);
                 if (d.loc == RS_LOC_STAGING || !rd[d.loc] || !dbytes(&d)) continue;
                 dnorm(&d);
                 drect x = {d.loc, s, oi, ph, side == 0, 0, 0, 0, 0};
@@ -2485,7 +2489,7 @@ static int check_relays(vctx *c)
             const rs_op *o = &g->ops[oi];
             uint32_t loc = RS_LOC_STAGING;
             if (o->code == RS_OP_SEND) loc = o->bytes ? o->loc : RS_LOC_STAGING;
-            else if (o->code == RS_OP_PACK || o->code == RS_OP_COPY) loc = g->descs[o->src].loc;
+            else if (o->code == RS_OP_PACK || o->code == RS_OP_COPY) loc = rs_prog_desc_loc(g, o->src);
             if (!loc_is_dst(c, r, loc)) continue;
             if (!rd) rd = rs_xcalloc(g->nbindings + 1, 1);
             rd[loc] = 1;
@@ -2507,13 +2511,13 @@ static void cov_collect(vctx *c, uint32_t r, const vseg_vec *ld, uint64_t budget
 
 #define UL_AHEAD1 8
 #define UL_AHEAD2 4
-static inline void ul_prefetch_desc(const prov *p, const struct dcache_ent *ce)
+static inline void ul_prefetch_desc(const vctx *c, const prov *p, const struct dcache_ent *ce)
 {
-    if (!p->d || dcache_has(ce, p)) return;
-    const char *d = (const char *)p->d;
+    if (p->d == RS_NONE || dcache_has(ce, p)) return;
+    const rs_rank_prog *g = &c->P->ranks[p->src];
+    const char *d = (const char *)(g->dpool + g->doff[p->d]);
     __builtin_prefetch(d);
     __builtin_prefetch(d + 64);
-    __builtin_prefetch(d + sizeof(rs_desc) - 1);
 }
 
 static int unpack_like(vctx *c, uint32_t r, const rs_desc *dst, const prov_vec *src_pieces)
@@ -2527,18 +2531,18 @@ static int unpack_like(vctx *c, uint32_t r, const rs_desc *dst, const prov_vec *
      * in two stages (the slot says whether the desc will be read), the first while dst is decomposed */
     struct dcache_ent *ce[UL_AHEAD1] = {0}; /* the slots of pieces i .. i + UL_AHEAD1 - 1, by i % UL_AHEAD1 */
     for (size_t i = 0; i < np && i < UL_AHEAD1; i++)
-        if (sp[i].d) __builtin_prefetch(ce[i] = dcache_slot(c, &sp[i]));
+        if (sp[i].d != RS_NONE) __builtin_prefetch(ce[i] = dcache_slot(c, &sp[i]));
     uint64_t b0 = c->budget, nb = dbytes(dst);
     if (decompose(c, r, dst->loc, dst, 0, nb, ld)) return -1;
     if (c->cov && nb) cov_collect(c, r, ld, c->budget - b0);
-    for (size_t i = 0; i < np && i < UL_AHEAD2; i++) ul_prefetch_desc(&sp[i], ce[i]);
+    for (size_t i = 0; i < np && i < UL_AHEAD2; i++) ul_prefetch_desc(c, &sp[i], ce[i]);
     uint64_t at = 0;
     int rc = 0;
     for (size_t i = 0; i < np && !rc; i++) {
         struct dcache_ent *me = ce[i % UL_AHEAD1];
-        if (i + UL_AHEAD1 < np && sp[i + UL_AHEAD1].d)
+        if (i + UL_AHEAD1 < np && sp[i + UL_AHEAD1].d != RS_NONE)
             __builtin_prefetch(ce[i % UL_AHEAD1] = dcache_slot(c, &sp[i + UL_AHEAD1]));
-        if (i + UL_AHEAD2 < np) ul_prefetch_desc(&sp[i + UL_AHEAD2], ce[(i + UL_AHEAD2) % UL_AHEAD1]);
+        if (i + UL_AHEAD2 < np) ul_prefetch_desc(c, &sp[i + UL_AHEAD2], ce[(i + UL_AHEAD2) % UL_AHEAD1]);
         rc = check_delivery(c, r, ld, 0, at, &sp[i], me);
         at += sp[i].len;
     }
@@ -2555,7 +2559,8 @@ static int do_phase1(vctx *c, uint32_t r, uint32_t s)
         const rs_op *o = &g->ops[oi];
         c->cur_rank = r, c->cur_step = s, c->cur_op = oi;
         if (o->code == RS_OP_PACK) {
-            const rs_desc *sd = &g->descs[o->src], *dd = &g->descs[o->dst];
+            rs_desc ddb_;
+            const rs_desc *dd = rs_prog_desc(g, o->dst, &ddb_);
             uint64_t run = dd->count[dd->ndim - 1];
             if (!run) continue;
             uint64_t nrun = dbytes(dd) / run, idx[RS_DESC_MAX_DIMS] = {0};
@@ -2563,7 +2568,7 @@ static int do_phase1(vctx *c, uint32_t r, uint32_t s)
             for (uint64_t q = 0; q < nrun; q++) {
                 uint64_t off = dd->offset;
                 for (uint32_t i = 0; i + 1 < dd->ndim; i++) off += idx[i] * dd->stride[i];
-                pent e = {off, q * run, run, sd, r, sd->loc};
+                pent e = {off, q * run, run, o->src, r, rs_prog_desc_loc(g, o->src)};
                 rs_vec_push(&c->tw, e);
                 for (int i = (int)dd->ndim - 2; i >= 0; i--) {
                     if (++idx[i] < dd->count[i]) break;
@@ -2571,9 +2576,10 @@ static int do_phase1(vctx *c, uint32_t r, uint32_t s)
                 }
             }
         } else if (o->code == RS_OP_COPY) {
-            const rs_desc *sd = &g->descs[o->src], *dd = &g->descs[o->dst];
+            rs_desc sdb_, ddb_;
+            const rs_desc *sd = rs_prog_desc(g, o->src, &sdb_), *dd = rs_prog_desc(g, o->dst, &ddb_);
             c->pv.n = 0;
-            prov p = {r, sd->loc, sd, 0, dbytes(sd)};
+            prov p = {r, sd->loc, o->src, 0, dbytes(sd)};
             rs_vec_push(&c->pv, p);
             prov_vec one = c->pv;
             memset(&c->pv, 0, sizeof c->pv);
@@ -2599,7 +2605,8 @@ static int do_phase3(vctx *c, uint32_t r, uint32_t s)
         const rs_op *o = &g->ops[oi];
         if (o->code != RS_OP_UNPACK) continue;
         c->cur_rank = r, c->cur_step = s, c->cur_op = oi;
-        const rs_desc *sd = &g->descs[o->src], *dd = &g->descs[o->dst];
+        rs_desc sdb_, ddb_;
+        const rs_desc *sd = rs_prog_desc(g, o->src, &sdb_), *dd = rs_prog_desc(g, o->dst, &ddb_);
         /* the staging runs of the source, in stream order, and what they hold */
         all.n = 0;
         uint64_t run = sd->count[sd->ndim - 1];
@@ -2646,7 +2653,7 @@ static int do_transfer(vctx *c, uint32_t a, uint32_t so, uint32_t b, uint32_t ro
                          (unsigned long long)x->off, (unsigned long long)(x->off + x->bytes), b);
         }
     } else {
-        prov p = {a, x->loc, NULL, x->off, x->bytes};
+        prov p = {a, x->loc, RS_NONE, x->off, x->bytes};
         rs_vec_push(&content, p);
     }
     int rc = 0;
@@ -3039,7 +3046,7 @@ static int coverage_decompose(vctx *c)
                 const rs_op *o = &g->ops[oi];
                 rs_desc dd;
                 if (o->code == RS_OP_UNPACK || o->code == RS_OP_COPY) {
-                    dd = g->descs[o->dst];
+                    rs_prog_desc(g, o->dst, &dd);
                 } else if (o->code == RS_OP_RECV && o->loc != RS_LOC_STAGING) {
                     memset(&dd, 0, sizeof dd);
                     dd.loc = o->loc;
@@ -3171,6 +3178,7 @@ int rs_plan_verify_all_work(const rs_plan *P, char *err, size_t errlen, uint64_t
         c.pgshift = rs_xcalloc(c.world, sizeof *c.pgshift);
         c.dcache_mem = rs_xcalloc(DCACHE_SLOTS + 1, sizeof *c.dcache);
         c.dcache = (struct dcache_ent *)(((uintptr_t)c.dcache_mem + 63) & ~(uintptr_t)63);
+        for (size_t i = 0; i < DCACHE_SLOTS; i++) c.dcache[i].d = RS_NONE;
         c.cov = rs_xcalloc(c.world, sizeof *c.cov);
         rc = simulate(&c, &G);
     }

@@ -182,7 +182,10 @@ static void enc_rank(const rs_rank_prog *g, bytes_t *b)
         for (uint32_t d = 0; d < x->ndim; d++) put_sv(b, x->shape[d]);
         put_uv(b, x->bytes);
     }
-    for (uint32_t i = 0; i < g->ndescs; i++) enc_desc(b, &g->descs[i]);
+    for (uint32_t i = 0; i < g->ndescs; i++) {
+        rs_desc d;
+        enc_desc(b, rs_prog_desc(g, i, &d));
+    }
     uint32_t hint = 0; /* descriptor indices are stored relative to the next unused one */
     for (uint32_t s = 0; s < g->nsteps; s++) {
         const rs_step *st = &g->steps[s];

@@ -132,7 +132,8 @@ static void summarize(const rs_plan *P, uint32_t r, rank_sum *out)
         for (uint32_t k = 0; k < st->nops; k++) {
             const rs_op *o = &g->ops[st->op_begin + k];
             if (o->code != RS_OP_PACK && o->code != RS_OP_UNPACK) continue;
-            const rs_desc *d = &g->descs[o->code == RS_OP_PACK ? o->dst : o->src];
+            rs_desc db;
+            const rs_desc *d = rs_prog_desc(g, o->code == RS_OP_PACK ? o->dst : o->src, &db);
             int pack = o->code == RS_OP_PACK;
             const srange *hit[64];
             int nh = pack ? find_ranges(sends.v + s0, sends.n - s0, d->offset, d->offset + o->bytes, hit, 64)

@@ -1393,7 +1393,8 @@ int rs_cost_plan_traffic(const rs_plan *P, rs_cost_traffic *out, char *err, size
                 if (op->code == RS_OP_PACK) out->pack_bytes += op->bytes;
                 if (op->code == RS_OP_COPY) out->copy_bytes += op->bytes;
                 if (track && (op->code == RS_OP_PACK || op->code == RS_OP_COPY)) {
-                    const rs_desc *d = &rp->descs[op->dst], *s = &rp->descs[op->src];
+                    rs_desc db, sb;
+                    const rs_desc *d = rs_prog_desc(rp, op->dst, &db), *s = rs_prog_desc(rp, op->src, &sb);
                     uint64_t end;
                     if (d->loc == RS_LOC_STAGING && !rs_desc_extent(d, &end))
                         sival_write(&iv, d->offset, end, binding_is_dst(P, rp, s->loc));

@@ -212,10 +212,15 @@ static int probe_strided_reads(void)
     rs_op op = {.code = RS_OP_PACK, .tensor = RS_NONE, .peer = RS_NONE, .loc = RS_NONE, .src = 0, .dst = 1, .bytes = 64};
     rs_step st = {.lane = RS_LANE_NET, .op_begin = 0, .nops = 1};
     rs_rank_prog g = {.rank = 0, .staging_bytes = 64, .bindings = &bind, .nbindings = 1, .steps = &st, .nsteps = 1,
-                      .ops = &op, .nops = 1, .descs = d, .ndescs = 2, .loaded = 1};
+                      .ops = &op, .nops = 1, .loaded = 1};
+    rs_prog_desc_add(&g, &d[0]);
+    rs_prog_desc_add(&g, &d[1]);
     P.ranks = &g;
     char err[256];
-    return rs_plan_verify_rank(&P, 0, err, sizeof err) == 0;
+    int ok = rs_plan_verify_rank(&P, 0, err, sizeof err) == 0;
+    free(g.dpool);
+    free(g.doff);
+    return ok;
 }
 
 void rs_plan_stats_free(rs_plan_stats *s)

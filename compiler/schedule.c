@@ -2223,8 +2223,20 @@ static void build_rank(pl_ctx *c, uint32_t r)
     g->nsteps = (uint32_t)o.steps.n;
     g->ops = rs_xrealloc(o.ops.v, (o.ops.n + 1) * sizeof *o.ops.v);
     g->nops = (uint32_t)o.ops.n;
-    g->descs = rs_xrealloc(o.descs.v, (o.descs.n + 1) * sizeof *o.descs.v);
-    g->ndescs = (uint32_t)o.descs.n;
+    {
+        /* the descriptors packed, in exactly the room they take */
+        uint64_t words = 0;
+        for (size_t i = 0; i < o.descs.n; i++) words += 2 + 2 * (uint64_t)o.descs.v[i].ndim;
+        rs_assert(words < UINT32_MAX);
+        g->ndescs = 0;
+        g->dcap = 0;
+        g->dpool_n = g->dpool_cap = 0;
+        g->doff = NULL;
+        g->dpool = NULL;
+        rs_prog_desc_reserve(g, (uint32_t)o.descs.n + 1, words + 1);
+        for (size_t i = 0; i < o.descs.n; i++) rs_prog_desc_add(g, &o.descs.v[i]);
+        rs_vec_free(&o.descs);
+    }
     g->waits = rs_xrealloc(o.waits.v, (o.waits.n + 1) * sizeof *o.waits.v);
     g->nwaits = (uint32_t)o.waits.n;
     free(o.dtab);
@@ -2233,7 +2245,7 @@ static void build_rank(pl_ctx *c, uint32_t r)
     /* The ops of the steps just resolved were freed into the heap in pieces too small for the large
      * arrays of the next ranks' programs: hand their pages back, or the peak holds both (DeepSeek-V3:
      * 1.6 GiB instead of 1.05). */
-    c->trim_bytes += g->nops * sizeof *g->ops + g->ndescs * sizeof *g->descs;
+    c->trim_bytes += g->nops * sizeof *g->ops + g->dpool_n * sizeof *g->dpool + g->ndescs * sizeof *g->doff;
     if (c->trim_bytes > (64u << 20)) {
         malloc_trim(0);
         c->trim_bytes = 0;

@@ -171,8 +171,10 @@ static rsResult_t compile(rs_exec *x)
         int c = op->code;
         if (c == RS_OP_PACK || c == RS_OP_UNPACK || c == RS_OP_COPY) {
             uint64_t chunk, n = 1;
-            if (x->has_groups && op->src < g->ndescs && op->dst < g->ndescs)
-                n = op_jobs(x, &g->descs[op->src], &g->descs[op->dst], op->bytes, &chunk);
+            if (x->has_groups && op->src < g->ndescs && op->dst < g->ndescs) {
+                rs_desc sd, dd;
+                n = op_jobs(x, rs_prog_desc(g, op->src, &sd), rs_prog_desc(g, op->dst, &dd), op->bytes, &chunk);
+            }
             if (!n)
                 return rs_rt_err(rsPlanInvalid, "rank %u op %u: does not cut at the members of its buffer group",
                                  x->rank, i);
@@ -218,7 +220,8 @@ static rsResult_t compile(rs_exec *x)
                 if (!(phase == 1 ? (c == RS_OP_PACK || c == RS_OP_COPY) : c == RS_OP_UNPACK)) continue;
                 if (op->src >= g->ndescs || op->dst >= g->ndescs)
                     return rs_rt_err(rsPlanInvalid, "rank %u op %u: descriptor index out of range", x->rank, oi);
-                const rs_desc *sd = &g->descs[op->src], *dd = &g->descs[op->dst];
+                rs_desc sdb, ddb;
+                const rs_desc *sd = rs_prog_desc(g, op->src, &sdb), *dd = rs_prog_desc(g, op->dst, &ddb);
                 uint64_t bytes = rs_desc_bytes(sd);
                 if (bytes != rs_desc_bytes(dd))
                     return rs_rt_err(rsPlanInvalid, "rank %u op %u: source and destination sizes differ", x->rank, oi);

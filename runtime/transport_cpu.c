@@ -95,7 +95,8 @@ static int plan_fusion(rs_exec *x, cpu_state *c)
         for (uint32_t k = 0; k < st->nops; k++) {
             const rs_op *op = &g->ops[st->op_begin + k];
             if (op->code == RS_OP_PACK) {
-                const rs_desc *d = &g->descs[op->dst];
+                rs_desc db;
+                const rs_desc *d = rs_prog_desc(g, op->dst, &db);
                 /* exact only when contiguous: count the write only then (conservative) */
                 uint64_t n = rs_desc_bytes(d);
                 if (desc_end(d) - d->offset == n) rs_vec_push(&w1, ((iv){d->offset, d->offset + n}));
@@ -104,7 +105,8 @@ static int plan_fusion(rs_exec *x, cpu_state *c)
             } else if (op->code == RS_OP_SEND && op->loc == RS_LOC_STAGING) {
                 rs_vec_push(&r2, ((iv){op->off, op->off + op->bytes}));
             } else if (op->code == RS_OP_UNPACK) {
-                const rs_desc *d = &g->descs[op->src];
+                rs_desc db;
+                const rs_desc *d = rs_prog_desc(g, op->src, &db);
                 rs_vec_push(&r3, ((iv){d->offset, desc_end(d)}));
             }
         }
@@ -130,7 +132,8 @@ static int plan_fusion(rs_exec *x, cpu_state *c)
             uint32_t first = nf;
             for (uint32_t jx = 0; jx < xs->njob3 && ok; jx++) {
                 uint32_t ji = xs->job3 + jx;
-                const rs_desc *d = &g->descs[g->ops[x->jobs[ji].op].src];
+                rs_desc db;
+                const rs_desc *d = rs_prog_desc(g, g->ops[x->jobs[ji].op].src, &db);
                 uint64_t a = d->offset, b = desc_end(d);
                 if (b <= p->off || a >= p->off + p->bytes) continue;
                 if (a < p->off || b > p->off + p->bytes) ok = 0;

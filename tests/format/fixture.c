@@ -101,11 +101,11 @@ static void step(rs_rank_prog *g, int lane, int nwaits, const uint32_t *waits)
 
 static uint32_t desc(rs_rank_prog *g, uint32_t loc, uint64_t off, int ndim, const uint64_t *count, const uint64_t *stride)
 {
-    rs_desc *d = &g->descs[g->ndescs];
-    memset(d, 0, sizeof *d);
-    d->loc = loc, d->offset = off, d->ndim = (uint32_t)ndim;
-    for (int i = 0; i < ndim; i++) d->count[i] = count[i], d->stride[i] = stride[i];
-    return g->ndescs++;
+    rs_desc d;
+    memset(&d, 0, sizeof d);
+    d.loc = loc, d.offset = off, d.ndim = (uint32_t)ndim;
+    for (int i = 0; i < ndim; i++) d.count[i] = count[i], d.stride[i] = stride[i];
+    return rs_prog_desc_add(g, &d);
 }
 
 static void op_xfer(rs_rank_prog *g, int code, uint32_t tensor, uint32_t peer, uint32_t loc, uint64_t off, uint64_t bytes)
@@ -121,7 +121,8 @@ static void op_copy(rs_rank_prog *g, int code, uint32_t tensor, uint32_t src, ui
     rs_op *o = &g->ops[g->nops++];
     memset(o, 0, sizeof *o);
     o->code = (uint8_t)code, o->tensor = tensor, o->src = src, o->dst = dst;
-    o->bytes = rs_desc_bytes(&g->descs[src]);
+    rs_desc d;
+    o->bytes = rs_desc_bytes(rs_prog_desc(g, src, &d));
     g->steps[g->nsteps - 1].nops++;
 }
 
@@ -176,7 +177,6 @@ void fx_build(rs_plan *P)
         g->bindings = rs_xcalloc(8, sizeof *g->bindings);
         g->steps = rs_xcalloc(8, sizeof *g->steps);
         g->ops = rs_xcalloc(16, sizeof *g->ops);
-        g->descs = rs_xcalloc(16, sizeof *g->descs);
         g->waits = rs_xcalloc(8, sizeof *g->waits);
     }
     const uint64_t c1[] = {12}, c24[] = {24}, c2x6[] = {2, 6}, st12[] = {12, 1}, one[] = {1}, c4[] = {4};
@@ -317,7 +317,8 @@ int fx_same_plan(const rs_plan *a, const rs_plan *b, int rank)
                 DIFF("op");
         }
         for (uint32_t i = 0; i < x->ndescs; i++) {
-            const rs_desc *p = &x->descs[i], *q = &y->descs[i];
+            rs_desc pb, qb;
+            const rs_desc *p = rs_prog_desc(x, i, &pb), *q = rs_prog_desc(y, i, &qb);
             if (p->loc != q->loc || p->ndim != q->ndim || p->offset != q->offset ||
                 memcmp(p->count, q->count, p->ndim * sizeof p->count[0]) ||
                 memcmp(p->stride, q->stride, p->ndim * sizeof p->stride[0]))

@@ -18,11 +18,14 @@ static void coalesce(rs_plan *P)
 {
     rs_rank_prog *g0 = &P->ranks[0], *g2 = &P->ranks[2];
     g0->staging_bytes = 56;
-    g0->descs[3].offset = 44; /* second half of w moves after b */
-    rs_desc *bsrc = &g0->descs[4], *bst = &g0->descs[5];
-    *bsrc = (rs_desc){1, 1, 0, {32}, {1}};
-    *bst = (rs_desc){RS_LOC_STAGING, 1, 12, {32}, {1}};
-    g0->ndescs = 6;
+    rs_desc d3;
+    rs_prog_desc(g0, 3, &d3);
+    d3.offset = 44; /* second half of w moves after b */
+    rs_prog_desc_set(g0, 3, &d3);
+    rs_desc bsrc = {1, 1, 0, {32}, {1}}, bst = {RS_LOC_STAGING, 1, 12, {32}, {1}};
+    g0->ndescs = 4; /* descriptors 4 and 5 anew */
+    rs_prog_desc_add(g0, &bsrc);
+    rs_prog_desc_add(g0, &bst);
     g0->ops[2] = (rs_op){RS_OP_PACK, {0}, 1, 0, 0, 4, 5, 0, 32};
     g0->ops[3] = (rs_op){RS_OP_SEND, {0}, RS_NONE, 2, RS_LOC_STAGING, 0, 0, 0, 44};
     g0->ops[4] = (rs_op){RS_OP_SEND, {0}, 0, 3, RS_LOC_STAGING, 0, 0, 44, 12};

@@ -225,6 +225,23 @@ static void build_grouped(rs_plan *P)
  * straight into it (members 2 and 3) and rank 3 unpacks 24 bytes in one run. */
 static void group_model_w(rs_plan *P) { rename_buffer(P, 1, "model.{*}.w", 1); }
 
+/* Descriptor edits of a plan in memory (descriptors are packed: rs_prog_desc_set) */
+static void put_desc(rs_plan *P, uint32_t r, uint32_t i, rs_desc d) { rs_prog_desc_set(&P->ranks[r], i, &d); }
+static void desc_offset(rs_plan *P, uint32_t r, uint32_t i, uint64_t off)
+{
+    rs_desc d;
+    rs_prog_desc(&P->ranks[r], i, &d);
+    d.offset = off;
+    rs_prog_desc_set(&P->ranks[r], i, &d);
+}
+static void desc_loc(rs_plan *P, uint32_t r, uint32_t i, uint32_t loc)
+{
+    rs_desc d;
+    rs_prog_desc(&P->ranks[r], i, &d);
+    d.loc = loc;
+    rs_prog_desc_set(&P->ranks[r], i, &d);
+}
+
 typedef void (*mutator)(rs_plan *P);
 #define M(name, body)                                                                              \
     static void name(rs_plan *P) { body; }
@@ -234,19 +251,19 @@ M(send_member1, (P->ranks[0].ops[2].loc = 0, P->ranks[0].ops[2].off = 12))
 M(send_across, (P->ranks[0].ops[2].loc = 0, P->ranks[0].ops[2].off = 6))
 M(send_e_across, P->ranks[3].ops[5].off = 2)
 /* rank 0's first PACK as one run of 12 bytes: all of member 0, or the second half of 0 and first of 1 */
-M(pack_run_member, (P->ranks[0].descs[0] = DESC(0, 12, 1)))
-M(pack_run_across, (P->ranks[0].descs[0] = DESC(6, 12, 1)))
-M(pack_rows_end, (P->ranks[0].descs[0] = DESC(6, 2, 6, 12, 1))) /* 6 bytes at the end of each member */
-M(pack_interleaved, (P->ranks[0].descs[0] = DESC(0, 3, 2, 2, 2, 12, 1)))
-M(copy_across, P->ranks[3].descs[2].offset = 2)
-M(copy_member0, P->ranks[3].descs[2].offset = 0)
+M(pack_run_member, (put_desc(P, 0, 0, DESC(0, 12, 1))))
+M(pack_run_across, (put_desc(P, 0, 0, DESC(6, 12, 1))))
+M(pack_rows_end, (put_desc(P, 0, 0, DESC(6, 2, 6, 12, 1)))) /* 6 bytes at the end of each member */
+M(pack_interleaved, (put_desc(P, 0, 0, DESC(0, 3, 2, 2, 2, 12, 1))))
+M(copy_across, desc_offset(P, 3, 2, 2))
+M(copy_member0, desc_offset(P, 3, 2, 0))
 M(recv_across, group_model_w(P))
 M(recv_inside, (group_model_w(P), P->ranks[2].ops[1].bytes = 6, P->ranks[2].ops[1].off = 18,
-                P->ranks[2].descs[1] = DESC(0, 2, 6, 6, 1)))
+                put_desc(P, 2, 1, DESC(0, 2, 6, 6, 1))))
 M(unpack_one_run, (group_model_w(P)))
-M(unpack_per_member, (group_model_w(P), P->ranks[3].descs[1] = DESC(0, 4, 6, 6, 1)))
-M(unpack_staging_uncut, (group_model_w(P), P->ranks[3].descs[1] = DESC(0, 4, 6, 6, 1),
-                         P->ranks[3].descs[0] = DESC(0, 3, 8, 8, 1), P->ranks[3].descs[0].loc = RS_LOC_STAGING))
+M(unpack_per_member, (group_model_w(P), put_desc(P, 3, 1, DESC(0, 4, 6, 6, 1))))
+M(unpack_staging_uncut, (group_model_w(P), put_desc(P, 3, 1, DESC(0, 4, 6, 6, 1)),
+                         put_desc(P, 3, 0, DESC(0, 3, 8, 8, 1)), desc_loc(P, 3, 0, RS_LOC_STAGING)))
 /* 2^20 + 1 one-element members: over the per-rank limit (the runtime names and binds each one) */
 M(too_many_members, (P->ranks[0].bindings[0].shape[0] = 1048577, P->ranks[0].bindings[0].shape[1] = 1,
                      P->ranks[0].bindings[0].bytes = 2097154))

@@ -12,6 +12,15 @@ typedef void (*mutator)(rs_plan *P);
 
 #define M(name, body)                                                                              \
     static void name(rs_plan *P) { body; }
+/* a mutation of descriptor i of rank r (d: a copy, written back) */
+#define MD(name, r, i, body)                                                                       \
+    static void name(rs_plan *P)                                                                   \
+    {                                                                                              \
+        rs_desc d;                                                                                 \
+        rs_prog_desc(&P->ranks[r], i, &d);                                                         \
+        body;                                                                                      \
+        rs_prog_desc_set(&P->ranks[r], i, &d);                                                     \
+    }
 
 M(peer_outside, P->ranks[0].ops[2].peer = 9)
 M(peer_self, P->ranks[0].ops[2].peer = 0)
@@ -19,23 +28,22 @@ M(nvl_other_domain, P->ranks[2].ops[5].peer = 0)
 M(wait_forward, P->ranks[2].waits[0] = 1)
 M(wait_same_lane, P->ranks[2].steps[1].lane = RS_LANE_NET)
 M(bad_lane, P->ranks[0].steps[0].lane = 2)
-M(desc_outside, P->ranks[0].descs[0].offset = 8)
+MD(desc_outside, 0, 0, d.offset = 8)
 /* rank 2's first UNPACK writes 12 bytes as 2 rows of 6 only 3 apart: it would write bytes twice */
-M(desc_overlap, (P->ranks[2].descs[1].ndim = 2, P->ranks[2].descs[1].count[0] = 2, P->ranks[2].descs[1].count[1] = 6,
-                 P->ranks[2].descs[1].stride[0] = 3, P->ranks[2].descs[1].stride[1] = 1))
+MD(desc_overlap, 2, 1, (d.ndim = 2, d.count[0] = 2, d.count[1] = 6, d.stride[0] = 3, d.stride[1] = 1))
 /* rank 0's first PACK reads its 2 rows of 6 bytes only 4 apart: reading a byte twice is allowed */
-M(src_overlap, P->ranks[0].descs[0].stride[0] = 4)
-M(desc_inner_stride, P->ranks[0].descs[0].stride[1] = 2)
-M(desc_ndim, P->ranks[0].descs[0].ndim = 9)
-M(desc_loc, P->ranks[0].descs[0].loc = 5)
+MD(src_overlap, 0, 0, d.stride[0] = 4)
+MD(desc_inner_stride, 0, 0, d.stride[1] = 2)
+MD(desc_ndim, 0, 0, d.ndim = 0) /* (a plan in memory holds at most RS_DESC_MAX_DIMS; a file's are checked as read) */
+MD(desc_loc, 0, 0, d.loc = 5)
 M(staging_small, P->ranks[0].staging_bytes = 20)
 M(send_outside, P->ranks[0].ops[3].off = 20)
 M(send_overflow, (P->ranks[0].ops[3].off = UINT64_MAX - 4))
 M(recv_into_source, (P->ranks[3].ops[4].loc = 2, P->ranks[3].ops[4].bytes = 4))
-M(copy_into_source, P->ranks[3].descs[3].loc = 2)
+MD(copy_into_source, 3, 3, d.loc = 2)
 M(pack_from_staging, (P->ranks[0].ops[0].src = 1, P->ranks[0].ops[0].dst = 0))
 M(op_bytes, P->ranks[0].ops[0].bytes = 11)
-M(copy_sizes, P->ranks[3].descs[3].count[0] = 3)
+MD(copy_sizes, 3, 3, d.count[0] = 3)
 M(unknown_opcode, P->ranks[1].ops[1].code = 77)
 M(tensor_index, P->ranks[1].ops[1].tensor = 99)
 M(desc_index, P->ranks[1].ops[1].src = 99)

@@ -207,6 +207,7 @@ typedef struct {
 
 int rs_interp_run(const rs_plan *P, uint64_t seed, char *msg, size_t msglen)
 {
+    rs_desc sb_, db_; /* descriptors unpacked for copy_desc */
     ictx c;
     memset(&c, 0, sizeof c);
     c.P = P;
@@ -329,7 +330,7 @@ int rs_interp_run(const rs_plan *P, uint64_t seed, char *msg, size_t msglen)
         /* phase 1 */
         for (uint32_t k = 0; k < st->nops; k++) {
             const rs_op *o = &g->ops[st->op_begin + k];
-            if (o->code == RS_OP_PACK || o->code == RS_OP_COPY) copy_desc(&c, r, &g->descs[o->src], &g->descs[o->dst]);
+            if (o->code == RS_OP_PACK || o->code == RS_OP_COPY) copy_desc(&c, r, rs_prog_desc(g, o->src, &sb_), rs_prog_desc(g, o->dst, &db_));
         }
         /* match with posted partners; transfer now */
         for (uint32_t k = 0; k < st->nops; k++) {
@@ -375,7 +376,7 @@ int rs_interp_run(const rs_plan *P, uint64_t seed, char *msg, size_t msglen)
                 const rs_step *pst = &pgp->steps[ps - step_base[pr]];
                 for (uint32_t q = 0; q < pst->nops; q++) {
                     const rs_op *x = &pgp->ops[pst->op_begin + q];
-                    if (x->code == RS_OP_UNPACK) copy_desc(&c, pr, &pgp->descs[x->src], &pgp->descs[x->dst]);
+                    if (x->code == RS_OP_UNPACK) copy_desc(&c, pr, rs_prog_desc(pgp, x->src, &sb_), rs_prog_desc(pgp, x->dst, &db_));
                 }
                 state[ps] = 2;
                 done++;
@@ -384,7 +385,7 @@ int rs_interp_run(const rs_plan *P, uint64_t seed, char *msg, size_t msglen)
         if (pending[gs] == 0 && !c.failed) {
             for (uint32_t k = 0; k < st->nops; k++) {
                 const rs_op *x = &g->ops[st->op_begin + k];
-                if (x->code == RS_OP_UNPACK) copy_desc(&c, r, &g->descs[x->src], &g->descs[x->dst]);
+                if (x->code == RS_OP_UNPACK) copy_desc(&c, r, rs_prog_desc(g, x->src, &sb_), rs_prog_desc(g, x->dst, &db_));
             }
             state[gs] = 2;
             done++;

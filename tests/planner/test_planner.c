@@ -43,7 +43,7 @@ static int descs_distinct(const rs_plan *P)
         const rs_rank_prog *g = &P->ranks[r];
         if (g->ndescs < 2) continue;
         rs_desc *d = malloc(g->ndescs * sizeof *d);
-        memcpy(d, g->descs, g->ndescs * sizeof *d);
+        for (uint32_t i = 0; i < g->ndescs; i++) rs_prog_desc(g, i, &d[i]);
         qsort(d, g->ndescs, sizeof *d, desc_cmp);
         int dup = 0;
         for (uint32_t i = 1; i < g->ndescs && !dup; i++) dup = !desc_cmp(&d[i - 1], &d[i]);
@@ -361,8 +361,11 @@ static void unit_huge_chunks(void)
             const rs_rank_prog *g = &P.ranks[r];
             for (uint32_t i = 0; i < g->nops; i++)
                 if (g->ops[i].code == (colocated ? RS_OP_COPY : RS_OP_RECV)) moved += g->ops[i].bytes;
-            for (uint32_t i = 0; i < g->ndescs; i++)
-                for (uint32_t k = 0; k < g->descs[i].ndim; k++) CHECK(g->descs[i].count[k] <= UINT32_MAX);
+            for (uint32_t i = 0; i < g->ndescs; i++) {
+                rs_desc d;
+                rs_prog_desc(g, i, &d);
+                for (uint32_t k = 0; k < d.ndim; k++) CHECK(d.count[k] <= UINT32_MAX);
+            }
         }
         CHECK(moved == (uint64_t)6 << 30);
         rs_plan_stats_free(&S);
@@ -556,7 +559,8 @@ static void unit_many_dims_copy(void)
     for (uint32_t i = 0; i < g->nops; i++) {
         if (g->ops[i].code != RS_OP_COPY) continue;
         copies++;
-        CHECK(g->descs[g->ops[i].src].ndim + g->descs[g->ops[i].dst].ndim <= 8);
+        rs_desc a, b;
+        CHECK(rs_prog_desc(g, g->ops[i].src, &a)->ndim + rs_prog_desc(g, g->ops[i].dst, &b)->ndim <= 8);
     }
     CHECK(copies >= 2);
     rs_plan_stats_free(&S);
@@ -832,10 +836,13 @@ static const char *mutate(rs_plan *P)
         switch (kind) {
         case 0: /* shift a buffer or staging region */
             if (o->code == RS_OP_PACK || o->code == RS_OP_UNPACK || o->code == RS_OP_COPY) {
-                rs_desc *d = &g->descs[rnd() % 2 ? o->src : o->dst];
-                uint64_t step = d->count[d->ndim - 1] < 8 ? d->count[d->ndim - 1] : 8;
-                if (d->offset >= step && rnd() % 2) d->offset -= step;
-                else d->offset += step;
+                uint32_t di = rnd() % 2 ? o->src : o->dst;
+                rs_desc d;
+                rs_prog_desc(g, di, &d);
+                uint64_t step = d.count[d.ndim - 1] < 8 ? d.count[d.ndim - 1] : 8;
+                if (d.offset >= step && rnd() % 2) d.offset -= step;
+                else d.offset += step;
+                rs_prog_desc_set(g, di, &d);
                 return "region shifted";
             }
             break;
@@ -848,8 +855,12 @@ static const char *mutate(rs_plan *P)
             break;
         case 2: /* drop a copy */
             if (o->code == RS_OP_UNPACK || o->code == RS_OP_COPY || o->code == RS_OP_PACK) {
-                g->descs[o->src].count[0] = 0;
-                g->descs[o->dst].count[0] = 0;
+                for (int side = 0; side < 2; side++) {
+                    rs_desc d;
+                    rs_prog_desc(g, side ? o->dst : o->src, &d);
+                    d.count[0] = 0;
+                    rs_prog_desc_set(g, side ? o->dst : o->src, &d);
+                }
                 o->bytes = 0;
                 return "op emptied";
             }
@@ -880,10 +891,12 @@ static const char *mutate(rs_plan *P)
                     }
                 }
                 if (b >= 0) {
-                    rs_desc tmp = g->descs[g->ops[a].dst];
-                    g->descs[g->ops[a].dst] = g->descs[g->ops[b].dst];
-                    g->descs[g->ops[b].dst] = tmp;
-                    if (memcmp(&tmp, &g->descs[g->ops[a].dst], sizeof tmp)) return "unpack destinations swapped";
+                    rs_desc da, db;
+                    rs_prog_desc(g, g->ops[a].dst, &da);
+                    rs_prog_desc(g, g->ops[b].dst, &db);
+                    rs_prog_desc_set(g, g->ops[a].dst, &db);
+                    rs_prog_desc_set(g, g->ops[b].dst, &da);
+                    if (memcmp(&da, &db, sizeof da)) return "unpack destinations swapped";
                 }
             }
             break;

@@ -426,7 +426,8 @@ void rtb_finish(rtb *b, rs_plan *P)
         g->bindings = k->bind.v, g->nbindings = (uint32_t)k->bind.n;
         g->steps = k->steps.v, g->nsteps = (uint32_t)k->steps.n;
         g->ops = k->ops.v, g->nops = (uint32_t)k->ops.n;
-        g->descs = k->descs.v, g->ndescs = (uint32_t)k->descs.n;
+        for (size_t i = 0; i < k->descs.n; i++) rs_prog_desc_add(g, &k->descs.v[i]);
+        rs_vec_free(&k->descs);
         g->waits = k->waits.v, g->nwaits = (uint32_t)k->waits.n;
     }
     free(b->rk);

@@ -187,24 +187,23 @@ static uint32_t add_desc(rs_plan *P, uint32_t rank, uint32_t loc, uint64_t off, 
                          uint64_t rowbytes)
 {
     rs_rank_prog *g = &P->ranks[rank];
-    g->descs = rs_xrealloc(g->descs, (g->ndescs + 1) * sizeof *g->descs);
-    rs_desc *d = &g->descs[g->ndescs];
-    memset(d, 0, sizeof *d);
-    d->loc = loc;
-    d->offset = off;
+    rs_desc d;
+    memset(&d, 0, sizeof d);
+    d.loc = loc;
+    d.offset = off;
     if (rows == 1) {
-        d->ndim = 1;
-        d->count[0] = rowbytes;
-        d->stride[0] = 1;
+        d.ndim = 1;
+        d.count[0] = rowbytes;
+        d.stride[0] = 1;
     } else {
-        d->ndim = 2;
-        d->count[0] = rows;
-        d->stride[0] = stride;
-        d->count[1] = rowbytes;
-        d->stride[1] = 1;
+        d.ndim = 2;
+        d.count[0] = rows;
+        d.stride[0] = stride;
+        d.count[1] = rowbytes;
+        d.stride[1] = 1;
     }
     staging_covers(P, rank, loc, off + (rows - 1) * stride + rowbytes);
-    return g->ndescs++;
+    return rs_prog_desc_add(g, &d);
 }
 
 void tb_copy(rs_plan *P, uint32_t rank, int code, uint32_t sloc, uint64_t soff, uint64_t sstride, uint32_t dloc,

@@ -108,6 +108,22 @@ static uint64_t lane_bytes(const rs_plan *P, int lane, uint32_t rank_or_all, int
 
 /* ---- unit cases ---- */
 
+/* An fp32 tensor `name` of `shape`, sharded along dim `dim` over the nsrc ranks from 0, needed whole by the
+ * ndst ranks from dst_first (world ranks in domains of dom), planned with the default options. */
+static int plan_shard_to_whole(uint32_t world, uint32_t dom, int64_t nsrc, int64_t ndst, uint32_t dst_first,
+                               const char *name, const int64_t shape[2], uint32_t dim, rs_plan *P, rs_plan_stats *S)
+{
+    rs_layout L;
+    lb_init(&L, world, dom, NULL);
+    uint32_t src = lb_mesh(&L, 1, &nsrc, NULL, 0), dst = lb_mesh(&L, 1, &ndst, NULL, (int32_t)dst_first);
+    uint32_t t = lb_tensor(&L, name, RS_DT_FP32, 2, shape);
+    rs_place p = lb_shard(0, (uint8_t)dim, 0);
+    lb_piece(&L, t, RS_SRC, src, lb_buffer(&L, name, RS_SRC, RS_DT_FP32, 0, NULL), 1, &p, NULL, NULL);
+    lb_piece(&L, t, RS_DST, dst, lb_buffer(&L, name, RS_DST, RS_DT_FP32, 0, NULL), 0, NULL, NULL, NULL);
+    lb_finish(&L);
+    return plan_it(&L, 0, P, S);
+}
+
 /* rows on 4 ranks -> columns on 4 other ranks (two domains of 4) */
 static void unit_row_to_column(void)
 {
@@ -140,18 +156,10 @@ static void unit_row_to_column(void)
  * then fanned out over NVLink */
 static void unit_replicated_one_domain(void)
 {
-    rs_layout L;
-    lb_init(&L, 16, 8, NULL);
-    int64_t two = 2, eight = 8, shape[2] = {1024, 2048}; /* boxes of at least fanout_split_min (1 MiB) */
-    uint32_t src = lb_mesh(&L, 1, &two, NULL, 0), dst = lb_mesh(&L, 1, &eight, NULL, 8);
-    uint32_t t = lb_tensor(&L, "emb", RS_DT_FP32, 2, shape);
-    rs_place p0 = lb_shard(0, 0, 0);
-    lb_piece(&L, t, RS_SRC, src, lb_buffer(&L, "emb", RS_SRC, RS_DT_FP32, 0, NULL), 1, &p0, NULL, NULL);
-    lb_piece(&L, t, RS_DST, dst, lb_buffer(&L, "emb", RS_DST, RS_DT_FP32, 0, NULL), 0, NULL, NULL, NULL);
-    lb_finish(&L);
+    const int64_t shape[2] = {1024, 2048}; /* boxes of at least fanout_split_min (1 MiB) */
     rs_plan P;
     rs_plan_stats S;
-    if (plan_it(&L, 0, &P, &S)) return;
+    if (plan_shard_to_whole(16, 8, 2, 8, 8, "emb", shape, 0, &P, &S)) return;
     uint64_t bytes = 1024 * 2048 * 4;
     CHECK(S.domain_need[1] == bytes);
     CHECK(S.domain_net_in[1] == bytes);                    /* no duplicate over the network */
@@ -458,18 +466,10 @@ static void unit_zero_copy(void)
  * two. */
 static void unit_merge_messages(void)
 {
-    rs_layout L;
-    lb_init(&L, 24, 8, NULL);
-    int64_t sixteen = 16, eight = 8, shape[2] = {1024, 2048};
-    uint32_t src = lb_mesh(&L, 1, &sixteen, NULL, 0), dst = lb_mesh(&L, 1, &eight, NULL, 16);
-    uint32_t t = lb_tensor(&L, "w", RS_DT_FP32, 2, shape);
-    rs_place p1 = lb_shard(0, 1, 0);
-    lb_piece(&L, t, RS_SRC, src, lb_buffer(&L, "w", RS_SRC, RS_DT_FP32, 0, NULL), 1, &p1, NULL, NULL);
-    lb_piece(&L, t, RS_DST, dst, lb_buffer(&L, "w", RS_DST, RS_DT_FP32, 0, NULL), 0, NULL, NULL, NULL);
-    lb_finish(&L);
+    const int64_t shape[2] = {1024, 2048};
     rs_plan P;
     rs_plan_stats S;
-    if (plan_it(&L, 0, &P, &S)) return;
+    if (plan_shard_to_whole(24, 8, 16, 8, 16, "w", shape, 1, &P, &S)) return;
     CHECK(count_ops(&P, RS_OP_SEND, RS_LANE_NET, -1) == 16);
     CHECK(count_ops(&P, RS_OP_SEND, RS_LANE_NVL, -1) == 8 * 7);
     CHECK(count_ops(&P, RS_OP_RECV, RS_LANE_NVL, 0) == 8 * 7);

@@ -414,6 +414,84 @@ static void test_long_names(void)
     printf("long names: ok\n");
 }
 
+/* A rank program's packed descriptors (common/plan.h): what rs_prog_desc_add stores, rs_prog_desc gives back
+ * (dims past ndim zero), for every ndim; rs_prog_desc_set in place (fewer or as many dims) and moved to the
+ * pool's end (more), leaving the others alone; and through an encode/decode round trip. */
+static void desc_of_ndim(rs_desc *d, uint32_t nd, uint64_t seed)
+{
+    memset(d, 0, sizeof *d);
+    d->loc = nd % 2 ? RS_LOC_STAGING : (uint32_t)seed % 7;
+    d->ndim = nd;
+    d->offset = seed * 1000003u;
+    for (uint32_t k = 0; k < nd; k++) {
+        d->count[k] = seed + k + 1;
+        d->stride[k] = k + 1 == nd ? 1 : (seed + 3) << (2 * (nd - k));
+    }
+}
+
+static void test_packed_descs(void)
+{
+    rs_rank_prog g;
+    memset(&g, 0, sizeof g);
+    rs_desc want[2 * RS_DESC_MAX_DIMS + 1], got;
+    uint32_t n = 0;
+    for (uint32_t nd = 0; nd <= RS_DESC_MAX_DIMS; nd++)
+        for (uint64_t seed = 1; seed <= 2 && n < sizeof want / sizeof want[0]; seed++) {
+            desc_of_ndim(&want[n], nd, seed * 10 + nd);
+            CHECK(rs_prog_desc_add(&g, &want[n]) == n);
+            n++;
+        }
+    CHECK(g.ndescs == n);
+    uint64_t words = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        CHECK(!memcmp(rs_prog_desc(&g, i, &got), &want[i], sizeof got));
+        CHECK(rs_prog_desc_loc(&g, i) == want[i].loc);
+        words += 2 + 2 * (uint64_t)want[i].ndim;
+    }
+    CHECK(g.dpool_n == words); /* packed: 2 words, then a count and a stride per dim */
+    /* in place: as many dims, and fewer */
+    desc_of_ndim(&want[5], want[5].ndim, 99);
+    rs_prog_desc_set(&g, 5, &want[5]);
+    desc_of_ndim(&want[9], 1, 77);
+    rs_prog_desc_set(&g, 9, &want[9]);
+    CHECK(g.dpool_n == words);
+    /* more dims: moved to the end */
+    desc_of_ndim(&want[2], RS_DESC_MAX_DIMS, 55);
+    rs_prog_desc_set(&g, 2, &want[2]);
+    CHECK(g.dpool_n == words + 2 + 2 * RS_DESC_MAX_DIMS);
+    rs_prog_desc_trim(&g);
+    for (uint32_t i = 0; i < n; i++) CHECK(!memcmp(rs_prog_desc(&g, i, &got), &want[i], sizeof got));
+    free(g.dpool);
+    free(g.doff);
+
+    /* the fixture's descriptors survive encode and decode, and one written back unchanged through
+     * rs_prog_desc_set leaves the encoded bytes as they were */
+    rs_plan P, Q;
+    fx_build(&P);
+    rs_desc d;
+    rs_prog_desc(&P.ranks[0], 0, &d);
+    uint8_t *a, *b;
+    size_t na, nb;
+    CHECK(rs_plan_encode(&P, &a, &na, err, sizeof err) == 0);
+    rs_prog_desc_set(&P.ranks[0], 0, &d);
+    CHECK(rs_plan_encode(&P, &b, &nb, err, sizeof err) == 0);
+    CHECK(na == nb && !memcmp(a, b, na));
+    CHECK(rs_plan_decode(a, na, -1, &Q, err, sizeof err) == 0);
+    for (uint32_t r = 0; r < Q.layout.topo.world; r++) {
+        CHECK(Q.ranks[r].ndescs == P.ranks[r].ndescs);
+        for (uint32_t i = 0; i < Q.ranks[r].ndescs; i++) {
+            rs_desc x, y;
+            CHECK(!memcmp(rs_prog_desc(&Q.ranks[r], i, &x), rs_prog_desc(&P.ranks[r], i, &y), sizeof x));
+        }
+    }
+    free(a);
+    free(b);
+    rs_plan_free(&Q);
+    rs_plan_free(&P);
+    printf("packed descriptors: %u of 0..%d dims, set in place and moved, encode/decode: ok\n", n,
+           RS_DESC_MAX_DIMS);
+}
+
 int main(int argc, char **argv)
 {
     const char *which = argc > 1 ? argv[1] : "all";
@@ -426,5 +504,6 @@ int main(int argc, char **argv)
     if (all || !strcmp(which, "resealed")) test_resealed();
     if (all || !strcmp(which, "mutate")) test_mutate();
     if (all || !strcmp(which, "longnames")) test_long_names();
+    if (all || !strcmp(which, "descs")) test_packed_descs();
     return 0;
 }

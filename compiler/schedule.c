@@ -1951,6 +1951,18 @@ static void zc_moves(pl_ctx *c, pl_stepb *b, uint32_t r, int out)
     int hit = 0;
     for (size_t i = 0; i < n; i++) {
         pl_zcitem *e = &z[i];
+        if (!out && (b->in.v[i] & 1) && !e->bad && e->npops) {
+            /* a forwarded copy next to another from the same forwarder stays staged: the forwarder sends
+             * them from one stretch of its staging, and staged on both sides the two messages merge into
+             * one (pl_merge_messages), where a copy taken straight into the buffer keeps its own message.
+             * DeepSeek-V3/GB200 (its 63-peer fan-outs): 191 k fewer messages, modeled 463.1 -> 459.2 ms;
+             * the UNPACKs that come back cost less than a message's latency */
+            uint32_t fw = c->segs.v[c->insts.v[b->in.v[i] >> 1].seg].r;
+            for (int side = 0; side < 2; side++) {
+                size_t j = side ? i + 1 : i - 1; /* (i - 1 wraps past n for i == 0) */
+                if (j < n && (b->in.v[j] & 1) && c->segs.v[c->insts.v[b->in.v[j] >> 1].seg].r == fw) e->bad = 1;
+            }
+        }
         const pl_seg *g = e->bad || !e->npops ? NULL : zc_candidate(c, b, out, i);
         if (!g || e->next_s != g->bytes) {
             e->bad = 1;

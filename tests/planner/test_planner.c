@@ -478,6 +478,24 @@ static void unit_merge_messages(void)
     rs_plan_free(&P);
 }
 
+/* The same with row blocks, each contiguous in the destination buffer, so a peer could take a forwarded copy
+ * straight into it; a receiver's two blocks are not next to each other there, so two such messages could not
+ * merge. A peer keeps forwarded copies that follow each other from one forwarder staged (zc_moves), and the
+ * forwards merge into one message per peer: 56, where taking one pair's copies straight in left 57. */
+static void unit_merge_forwards(void)
+{
+    const int64_t shape[2] = {1024, 2048};
+    rs_plan P;
+    rs_plan_stats S;
+    if (plan_shard_to_whole(24, 8, 16, 8, 16, "w", shape, 0, &P, &S)) return;
+    CHECK(count_ops(&P, RS_OP_SEND, RS_LANE_NET, -1) == 16);
+    CHECK(count_ops(&P, RS_OP_SEND, RS_LANE_NVL, -1) == 8 * 7);
+    CHECK(count_ops(&P, RS_OP_RECV, RS_LANE_NVL, 0) == 8 * 7);
+    CHECK(S.merged_messages == 8 * 7);
+    rs_plan_stats_free(&S);
+    rs_plan_free(&P);
+}
+
 /* Segments too small for zero-copy whose PACKs would read or whose UNPACKs would write one contiguous stretch
  * of a buffer are sent from / received into it (zc_moves). Rank 0 holds a 64 x 64 fp32 tensor (16 KiB, far
  * below zero_copy_min); (a) rank 2 (another domain) needs all of it: one SEND from rank 0's buffer, one RECV
@@ -744,6 +762,7 @@ static int run_unit(void)
     unit_zc_moves(0);
     unit_zc_moves(1);
     unit_merge_messages();
+    unit_merge_forwards();
     unit_many_dims();
     unit_uncovered();
     unit_relays();

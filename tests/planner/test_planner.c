@@ -459,35 +459,20 @@ static void unit_zero_copy(void)
 }
 
 /* Messages that continue each other on both sides become one (pl_merge_messages). A [1024, 2048] fp32
- * tensor, column blocks of 128 on the 16 ranks of domains 0 and 1, is needed whole by the 8 ranks of
- * domain 2: each block (512 KiB, under fanout_split_min) enters the domain once, whole, and the 8 receivers
- * get two blocks each from two senders, back to back in staging. Each forwards both to its 7 peers, which
- * take them into staging too (a column block is not contiguous in the buffer): one message per peer, not
- * two. */
-static void unit_merge_messages(void)
+ * tensor, blocks of the 16 ranks of domains 0 and 1, is needed whole by the 8 ranks of domain 2: each block
+ * (512 KiB, under fanout_split_min) enters the domain once, whole, and the 8 receivers get two blocks each
+ * from two senders, back to back in staging. Each forwards both to its 7 peers: one message per peer, not
+ * two. Column blocks (rows = 0) are not contiguous in the buffer, so the peers take them into staging. Row
+ * blocks are, so a peer could take a forwarded copy straight into its buffer, but a receiver's two blocks
+ * are not next to each other there and two such messages could not merge: a peer keeps forwarded copies
+ * that follow each other from one forwarder staged (zc_moves), and the forwards merge again (56 messages,
+ * where taking one pair's copies straight in left 57). */
+static void unit_merge_messages(int rows)
 {
     const int64_t shape[2] = {1024, 2048};
     rs_plan P;
     rs_plan_stats S;
-    if (plan_shard_to_whole(24, 8, 16, 8, 16, "w", shape, 1, &P, &S)) return;
-    CHECK(count_ops(&P, RS_OP_SEND, RS_LANE_NET, -1) == 16);
-    CHECK(count_ops(&P, RS_OP_SEND, RS_LANE_NVL, -1) == 8 * 7);
-    CHECK(count_ops(&P, RS_OP_RECV, RS_LANE_NVL, 0) == 8 * 7);
-    CHECK(S.merged_messages == 8 * 7);
-    rs_plan_stats_free(&S);
-    rs_plan_free(&P);
-}
-
-/* The same with row blocks, each contiguous in the destination buffer, so a peer could take a forwarded copy
- * straight into it; a receiver's two blocks are not next to each other there, so two such messages could not
- * merge. A peer keeps forwarded copies that follow each other from one forwarder staged (zc_moves), and the
- * forwards merge into one message per peer: 56, where taking one pair's copies straight in left 57. */
-static void unit_merge_forwards(void)
-{
-    const int64_t shape[2] = {1024, 2048};
-    rs_plan P;
-    rs_plan_stats S;
-    if (plan_shard_to_whole(24, 8, 16, 8, 16, "w", shape, 0, &P, &S)) return;
+    if (plan_shard_to_whole(24, 8, 16, 8, 16, "w", shape, rows ? 0 : 1, &P, &S)) return;
     CHECK(count_ops(&P, RS_OP_SEND, RS_LANE_NET, -1) == 16);
     CHECK(count_ops(&P, RS_OP_SEND, RS_LANE_NVL, -1) == 8 * 7);
     CHECK(count_ops(&P, RS_OP_RECV, RS_LANE_NVL, 0) == 8 * 7);
@@ -761,8 +746,8 @@ static int run_unit(void)
     unit_zero_copy();
     unit_zc_moves(0);
     unit_zc_moves(1);
-    unit_merge_messages();
-    unit_merge_forwards();
+    unit_merge_messages(0);
+    unit_merge_messages(1);
     unit_many_dims();
     unit_uncovered();
     unit_relays();

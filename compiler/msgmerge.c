@@ -22,10 +22,16 @@ typedef struct {
     uint32_t k2, op, step; /* k2: 2 * (lane * world + peer) + (RECV) */
 } msg_rec;
 
+typedef struct {
+    msg_rec *a, *b; /* the rank's messages, and room for the sort */
+    size_t cap;
+    uint32_t keybits; /* bits of the largest k2 */
+} msg_scratch;
+
 /* The rank's SENDs and RECVs, each sorted by (lane, peer) and program order: one walk over the ops into
- * scratch, then a counting sort of the scratch (cnt holds 4 * world + 1 zeros and is handed back so). */
-static void index_rank(const rs_rank_prog *g, uint32_t world, uint32_t *cnt, msg_rec **scr, size_t *scap,
-                       msg_index *snd, msg_index *rcv)
+ * scratch, then a stable radix sort by k2, a byte at a time (work in the rank's messages, not in the world:
+ * a counting sort over every (lane, peer) cost 4 x world per rank, which a world of 2^20 ranks cannot pay). */
+static void index_rank(const rs_rank_prog *g, uint32_t world, msg_scratch *x, msg_index *snd, msg_index *rcv)
 {
     uint32_t n[2] = {0, 0}, m = 0;
     for (uint32_t s = 0; s < g->nsteps; s++) {
@@ -34,39 +40,40 @@ static void index_rank(const rs_rank_prog *g, uint32_t world, uint32_t *cnt, msg
             const rs_op *o = &g->ops[st->op_begin + k];
             if (o->code != RS_OP_SEND && o->code != RS_OP_RECV) continue;
             uint32_t rv = o->code == RS_OP_RECV;
-            if (m == *scap) {
-                *scap = *scap ? *scap * 2 : 1024;
-                *scr = rs_xrealloc(*scr, *scap * sizeof **scr);
+            if (m == x->cap) {
+                x->cap = x->cap ? x->cap * 2 : 1024;
+                x->a = rs_xrealloc(x->a, x->cap * sizeof *x->a);
+                x->b = rs_xrealloc(x->b, x->cap * sizeof *x->b);
             }
             msg_rec e = {2 * (st->lane * world + o->peer) + rv, st->op_begin + k, s};
-            (*scr)[m++] = e;
-            cnt[e.k2 + 1]++;
+            x->a[m++] = e;
             n[rv]++;
         }
     }
-    msg_index *x[2] = {snd, rcv};
+    msg_index *out[2] = {snd, rcv};
     for (int i = 0; i < 2; i++) {
-        x[i]->n = n[i];
-        x[i]->key = rs_xmalloc((n[i] + 1) * sizeof *x[i]->key);
-        x[i]->op = rs_xmalloc((n[i] + 1) * sizeof *x[i]->op);
-        x[i]->step = rs_xmalloc((n[i] + 1) * sizeof *x[i]->step);
+        out[i]->n = n[i];
+        out[i]->key = rs_xmalloc((n[i] + 1) * sizeof *out[i]->key);
+        out[i]->op = rs_xmalloc((n[i] + 1) * sizeof *out[i]->op);
+        out[i]->step = rs_xmalloc((n[i] + 1) * sizeof *out[i]->step);
     }
-    if (!m) return;
-    /* prefix sums per kind: the SEND keys' positions in snd, the RECV keys' in rcv */
+    msg_rec *a = x->a, *b = x->b;
+    for (uint32_t sh = 0; sh < x->keybits && m > 1; sh += 8) {
+        uint32_t cnt[257] = {0};
+        for (uint32_t i = 0; i < m; i++) cnt[(a[i].k2 >> sh & 255) + 1]++;
+        for (uint32_t d = 0; d < 256; d++) cnt[d + 1] += cnt[d];
+        for (uint32_t i = 0; i < m; i++) b[cnt[a[i].k2 >> sh & 255]++] = a[i];
+        msg_rec *t = a;
+        a = b;
+        b = t;
+    }
     uint32_t at[2] = {0, 0};
-    for (uint32_t i = 0; i < 4 * world; i++) {
-        uint32_t c = cnt[i + 1];
-        cnt[i + 1] = at[i & 1];
-        at[i & 1] += c;
-    }
     for (uint32_t i = 0; i < m; i++) {
-        const msg_rec *e = &(*scr)[i];
-        uint32_t rv = e->k2 & 1, j = cnt[e->k2 + 1]++;
-        x[rv]->key[j] = e->k2 >> 1;
-        x[rv]->op[j] = e->op;
-        x[rv]->step[j] = e->step;
+        uint32_t rv = a[i].k2 & 1, j = at[rv]++;
+        out[rv]->key[j] = a[i].k2 >> 1;
+        out[rv]->op[j] = a[i].op;
+        out[rv]->step[j] = a[i].step;
     }
-    memset(cnt, 0, (4 * (size_t)world + 1) * sizeof *cnt);
 }
 
 /* [lo, hi) of key in x */
@@ -102,13 +109,12 @@ static int continues(const rs_layout *L, const rs_rank_prog *g, const rs_op *a, 
 uint64_t pl_merge_messages(rs_plan *P, const rs_layout *L)
 {
     uint32_t world = L->topo.world;
-    uint32_t *cnt = rs_xcalloc(4 * (size_t)world + 1, sizeof *cnt);
     msg_index *snd = rs_xcalloc(world + 1, sizeof *snd), *rcv = rs_xcalloc(world + 1, sizeof *rcv);
-    msg_rec *scr = NULL;
-    size_t scap = 0;
-    for (uint32_t r = 0; r < world; r++) index_rank(&P->ranks[r], world, cnt, &scr, &scap, &snd[r], &rcv[r]);
-    free(scr);
-    free(cnt);
+    msg_scratch scr = {NULL, NULL, 0, 1};
+    while (scr.keybits < 32 && (4ull * world - 1) >> scr.keybits) scr.keybits++;
+    for (uint32_t r = 0; r < world; r++) index_rank(&P->ranks[r], world, &scr, &snd[r], &rcv[r]);
+    free(scr.a);
+    free(scr.b);
     uint32_t *first_dead = rs_xmalloc((world + 1) * sizeof *first_dead); /* each rank's first merged op */
     memset(first_dead, 0xff, (world + 1) * sizeof *first_dead);
     uint64_t merged = 0;

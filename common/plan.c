@@ -107,13 +107,22 @@ void rs_prog_desc_reserve(rs_rank_prog *g, uint32_t n, uint64_t words)
     }
 }
 
+/* d written at the pool's end; returns where it starts (n: descriptor slots to reserve, 1 or 0) */
+static uint32_t desc_append(rs_rank_prog *g, const rs_desc *d, uint32_t n)
+{
+    uint64_t words = 2 + 2 * (uint64_t)d->ndim;
+    rs_assert(d->ndim <= RS_DESC_MAX_DIMS && g->dpool_n + words <= UINT32_MAX);
+    rs_prog_desc_reserve(g, n, words);
+    uint32_t at = (uint32_t)g->dpool_n;
+    desc_put(g->dpool + at, d);
+    g->dpool_n += words;
+    return at;
+}
+
 uint32_t rs_prog_desc_add(rs_rank_prog *g, const rs_desc *d)
 {
-    rs_assert(d->ndim <= RS_DESC_MAX_DIMS && g->dpool_n + 2 + 2 * d->ndim <= UINT32_MAX);
-    rs_prog_desc_reserve(g, 1, 2 + 2 * (uint64_t)d->ndim);
-    g->doff[g->ndescs] = (uint32_t)g->dpool_n;
-    desc_put(g->dpool + g->dpool_n, d);
-    g->dpool_n += 2 + 2 * (uint64_t)d->ndim;
+    uint32_t at = desc_append(g, d, 1);
+    g->doff[g->ndescs] = at;
     return g->ndescs++;
 }
 
@@ -121,15 +130,8 @@ void rs_prog_desc_set(rs_rank_prog *g, uint32_t i, const rs_desc *d)
 {
     rs_assert(i < g->ndescs && d->ndim <= RS_DESC_MAX_DIMS);
     uint64_t *w = g->dpool + g->doff[i];
-    if (d->ndim <= (uint32_t)(w[0] >> 32)) {
-        desc_put(w, d);
-        return;
-    }
-    rs_assert(g->dpool_n + 2 + 2 * d->ndim <= UINT32_MAX);
-    rs_prog_desc_reserve(g, 0, 2 + 2 * (uint64_t)d->ndim);
-    g->doff[i] = (uint32_t)g->dpool_n;
-    desc_put(g->dpool + g->dpool_n, d);
-    g->dpool_n += 2 + 2 * (uint64_t)d->ndim;
+    if (d->ndim <= (uint32_t)(w[0] >> 32)) desc_put(w, d); /* in place: as many dims or fewer */
+    else g->doff[i] = desc_append(g, d, 0);
 }
 
 void rs_prog_desc_trim(rs_rank_prog *g)

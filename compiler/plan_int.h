@@ -232,10 +232,9 @@ typedef struct {
 
 /* An op while planning: two strided byte regions like rs_desc, side 0 read and side 1 written, with at most
  * PL_PD dims a side and PL_PT dims together, side 0's first in cnt/str (pl_pcnt, pl_pstr). Two separate
- * PL_PD-dim descriptors made an op 248 bytes, and the ops of a plan are most of pass 3's memory
- * (DeepSeek-V3 EXPERTS=0: 5 M ops); no example's op comes near PL_PT dims; 32-bit counts make it 152 bytes,
- * not 184. The staging side is symbolic: an item of the step's out or in list plus an offset inside it;
- * merged dims step through items by dl. */
+ * PL_PD-dim descriptors made an op 248 bytes; 32-bit counts make it 152. This wide form is what the merging
+ * and resolving code works on; a step keeps its ops in the narrow form below. The staging side is symbolic:
+ * an item of the step's out or in list plus an offset inside it; merged dims step through items by dl. */
 #define PL_PD 6
 #define PL_PT 8
 typedef struct {
@@ -255,6 +254,32 @@ static inline uint64_t *pl_pstr(pl_pop *p, int side) { return p->str + (side ? p
 static inline const uint32_t *pl_pcnt_c(const pl_pop *p, int side) { return p->cnt + (side ? p->nd[0] : 0); }
 static inline const uint64_t *pl_pstr_c(const pl_pop *p, int side) { return p->str + (side ? p->nd[0] : 0); }
 
+/* An op as a step keeps it: the wide op's fields, with its dims in the op when both sides have PL_PI dims
+ * together, else in a wide record carved from the rank's blocks. Ops are most of pass 3's memory (the 2.5 T
+ * MoE: 5.9 M ops held at once), and all but a few thousand of them have 2 or 4 dims: 96 bytes, not 152. */
+#define PL_PI 4
+typedef struct {
+    uint32_t cnt[PL_PT];
+    uint64_t str[PL_PT];
+    int16_t dl[PL_PD];
+} pl_pdims;
+typedef struct {
+    uint64_t off[2];
+    union {
+        struct {
+            uint64_t str[PL_PI];
+            uint32_t cnt[PL_PI];
+            int16_t dl[PL_PI];
+        } in;
+        pl_pdims *ext; /* nd[0] + nd[1] > PL_PI */
+    } d;
+    uint32_t loc[2];
+    uint32_t tensor;
+    int32_t item;
+    uint8_t code, dead, sym;
+    uint8_t nd[2];
+} pl_spop;
+
 /* The ops of one step while planning: a chain of rooms of 1, 1, 1, 2, 2, 2, 3, 4, 5, 6, 7, 9, ... ops (then
  * 30 % more each, schedule.c's room_cap), filled in order and never moved, so a step that grows wastes at
  * most its last room's free part. Rooms are carved from blocks of the step's rank, which building the rank's
@@ -265,7 +290,7 @@ static inline const uint64_t *pl_pstr_c(const pl_pop *p, int side) { return p->s
 #define PL_POP_CLASSES 72
 typedef struct pl_room {
     struct pl_room *next;
-    pl_pop p[];
+    pl_spop p[];
 } pl_room;
 
 typedef struct {

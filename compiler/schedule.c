@@ -324,13 +324,13 @@ static void *pool_carve(pl_popool *pool, size_t bytes)
 }
 
 /* The slot of a new last op of b (a new room when the last one is full). */
-static pl_pop *pop_push(pl_ctx *c, pl_stepb *b)
+static pl_spop *pop_push(pl_ctx *c, pl_stepb *b)
 {
     if (!b->last || b->nops - b->last_base == room_cap[b->pcls]) {
         uint32_t k = b->last ? b->pcls + 1u : 0;
         rs_assert(k < PL_POP_CLASSES);
         size_t cap = room_cap[k];
-        pl_room *r = pool_carve(&c->popool[b->rank], sizeof(pl_room) + cap * sizeof(pl_pop));
+        pl_room *r = pool_carve(&c->popool[b->rank], sizeof(pl_room) + cap * sizeof(pl_spop));
         r->next = NULL;
         if (b->last) {
             b->last_base += room_cap[b->pcls];
@@ -346,7 +346,7 @@ static pl_pop *pop_push(pl_ctx *c, pl_stepb *b)
 }
 
 /* Op i of b (0-based): the last room at once, older ones by walking the chain. */
-static pl_pop *pop_at(const pl_stepb *b, uint32_t i)
+static pl_spop *pop_at(const pl_stepb *b, uint32_t i)
 {
     if (i >= b->last_base) return &b->last->p[i - b->last_base];
     const pl_room *r = b->first;
@@ -354,7 +354,7 @@ static pl_pop *pop_at(const pl_stepb *b, uint32_t i)
         i -= room_cap[k];
         r = r->next;
     }
-    return (pl_pop *)&r->p[i];
+    return (pl_spop *)&r->p[i];
 }
 
 /* In-order walk over a step's ops: for (pop_it it = pop_begin(b); (p = pop_next(&it));) */
@@ -365,7 +365,7 @@ typedef struct {
 
 static pop_it pop_begin(const pl_stepb *b) { return (pop_it){b->first, 0, b->nops, 0}; }
 
-static pl_pop *pop_next(pop_it *it)
+static pl_spop *pop_next(pop_it *it)
 {
     if (!it->left) return NULL;
     if (it->i == room_cap[it->k]) {
@@ -391,6 +391,71 @@ static void pops_drop(pl_stepb *b)
     b->nops = b->last_base = 0;
 }
 
+/* The wide form of stored op s (dims past its own are left as they are). */
+static void pop_load(pl_pop *w, const pl_spop *s)
+{
+    w->code = s->code;
+    w->dead = s->dead;
+    w->sym = s->sym;
+    w->nd[0] = s->nd[0];
+    w->nd[1] = s->nd[1];
+    w->tensor = s->tensor;
+    w->item = s->item;
+    w->loc[0] = s->loc[0];
+    w->loc[1] = s->loc[1];
+    w->off[0] = s->off[0];
+    w->off[1] = s->off[1];
+    if (s->nd[0] + s->nd[1] <= PL_PI) {
+        memcpy(w->cnt, s->d.in.cnt, sizeof s->d.in.cnt);
+        memcpy(w->str, s->d.in.str, sizeof s->d.in.str);
+        memcpy(w->dl, s->d.in.dl, sizeof s->d.in.dl);
+    } else {
+        memcpy(w->cnt, s->d.ext->cnt, sizeof w->cnt);
+        memcpy(w->str, s->d.ext->str, sizeof w->str);
+        memcpy(w->dl, s->d.ext->dl, sizeof w->dl);
+    }
+}
+
+/* Store wide op w in slot s of a step of the rank whose blocks are `pool`; a slot that is not fresh and
+ * already keeps its dims outside reuses that record (an op's dims only grow). */
+static void pop_store(pl_popool *pool, pl_spop *s, const pl_pop *w, int fresh)
+{
+    pl_pdims *e = !fresh && s->nd[0] + s->nd[1] > PL_PI ? s->d.ext : NULL;
+    s->code = w->code;
+    s->dead = w->dead;
+    s->sym = w->sym;
+    s->nd[0] = w->nd[0];
+    s->nd[1] = w->nd[1];
+    s->tensor = w->tensor;
+    s->item = w->item;
+    s->loc[0] = w->loc[0];
+    s->loc[1] = w->loc[1];
+    s->off[0] = w->off[0];
+    s->off[1] = w->off[1];
+    if (w->nd[0] + w->nd[1] <= PL_PI) {
+        rs_assert(!e);
+        memcpy(s->d.in.cnt, w->cnt, sizeof s->d.in.cnt);
+        memcpy(s->d.in.str, w->str, sizeof s->d.in.str);
+        memcpy(s->d.in.dl, w->dl, sizeof s->d.in.dl);
+        return;
+    }
+    if (!e) e = pool_carve(pool, sizeof *e);
+    memcpy(e->cnt, w->cnt, sizeof e->cnt);
+    memcpy(e->str, w->str, sizeof e->str);
+    memcpy(e->dl, w->dl, sizeof e->dl);
+    s->d.ext = e;
+}
+
+/* Make x part of stored op ys if it can (extend). */
+static int fold(pl_ctx *c, const pl_stepb *b, pl_spop *ys, const pl_pop *x)
+{
+    pl_pop y;
+    pop_load(&y, ys);
+    if (!extend(c, b, &y, x)) return 0;
+    pop_store(&c->popool[b->rank], ys, &y, 0);
+    return 1;
+}
+
 /* Add op x to step sbid: it extends the latest op of its (code, row tag, locs), or that one is folded into
  * the live op before it, and x becomes the latest. */
 static void add_pop(pl_ctx *c, uint32_t sbid, const pl_pop *x, uint32_t lane_tag)
@@ -399,17 +464,19 @@ static void add_pop(pl_ctx *c, uint32_t sbid, const pl_pop *x, uint32_t lane_tag
     rs_assert(!c->rank_built[b->rank]); /* pass 1 saw every part that involves the rank */
     pl_mslot *e = mslot_get(c, b, x->loc[0], x->loc[1], x->code | lane_tag << 8);
     uint32_t cur = e->cur, prev = e->prev;
-    pl_pop *y = cur ? pop_at(b, cur - 1) : NULL;
-    if (y && extend(c, b, y, x)) return;
     if (cur) {
-        if (prev && extend(c, b, pop_at(b, prev - 1), y)) {
-            y->dead = 1;
+        pl_spop *ys = pop_at(b, cur - 1);
+        if (fold(c, b, ys, x)) return;
+        pl_pop y;
+        if (prev) pop_load(&y, ys);
+        if (prev && fold(c, b, pop_at(b, prev - 1), &y)) {
+            ys->dead = 1;
             if (cur == b->nops) b->nops--; /* the last op: x takes its place (no slot refers to it) */
         } else {
             prev = cur;
         }
     }
-    *pop_push(c, b) = *x;
+    pop_store(&c->popool[b->rank], pop_push(c, b), x, 1);
     e->cur = b->nops;
     e->prev = prev;
 }
@@ -420,8 +487,11 @@ static void close_step_merges(pl_ctx *c, pl_stepb *b)
     mslot_flush(b);
     for (uint32_t j = 0; j < b->mcap; j++) {
         uint32_t cur = b->mt[j].cur, prev = b->mt[j].prev;
-        if (cur && prev && extend(c, b, pop_at(b, prev - 1), pop_at(b, cur - 1)))
-            pop_at(b, cur - 1)->dead = 1;
+        if (!cur || !prev) continue;
+        pl_spop *ys = pop_at(b, cur - 1);
+        pl_pop y;
+        pop_load(&y, ys);
+        if (fold(c, b, pop_at(b, prev - 1), &y)) ys->dead = 1;
     }
     free(b->mt);
     b->mt = NULL;
@@ -1766,6 +1836,13 @@ static void resolve(const pl_ctx *c, const pl_stepb *b, const pl_pop *p, prog_ou
     }
 }
 
+static void resolve_stored(const pl_ctx *c, const pl_stepb *b, const pl_spop *p, prog_out *o)
+{
+    pl_pop w;
+    pop_load(&w, p);
+    resolve(c, b, &w, o);
+}
+
 /* Lay out one step's out and in lists from `at`, in list order (segments were created sorted by
  * (round, forward set and class, sender, receiver), so a list's items of one kind are consecutive and
  * follow peer order); returns the end. Every segment is its own message. */
@@ -1913,9 +1990,11 @@ static void zc_moves(pl_ctx *c, pl_stepb *b, uint32_t r, int out)
     pl_zcitem *z = c->zscr.v;
     memset(z, 0, n * sizeof *z);
     int any = 0;
-    pl_pop *p;
-    for (pop_it it = pop_begin(b); (p = pop_next(&it));) {
-        if (p->dead || p->code != code || p->sym != st + 1) continue;
+    pl_spop *sp;
+    pl_pop wide, *p = &wide;
+    for (pop_it it = pop_begin(b); (sp = pop_next(&it));) {
+        if (sp->dead || sp->code != code || sp->sym != st + 1) continue;
+        pop_load(p, sp);
         any = 1;
         const uint32_t *sc = pl_pcnt_c(p, st);
         const uint64_t *ss = pl_pstr_c(p, st);
@@ -1993,10 +2072,10 @@ static void zc_moves(pl_ctx *c, pl_stepb *b, uint32_t r, int out)
         hit = 1;
     }
     if (hit)
-        for (pop_it it = pop_begin(b); (p = pop_next(&it));)
-            if (!p->dead && p->code == code && p->sym == st + 1 && p->item >= 0 && (size_t)p->item < n &&
-                !z[p->item].bad)
-                p->dead = 1;
+        for (pop_it it = pop_begin(b); (sp = pop_next(&it));)
+            if (!sp->dead && sp->code == code && sp->sym == st + 1 && sp->item >= 0 && (size_t)sp->item < n &&
+                !z[sp->item].bad)
+                sp->dead = 1;
 }
 
 /* Rank r's program: its staging layout, messages, waits and resolved ops; its ops while planning go back. */
@@ -2112,7 +2191,7 @@ static void build_rank(pl_ctx *c, uint32_t r)
      * network lane goes on to round k + 1 at once; NET step k + 2, the next user of the staging half,
      * waits for NVL step k anyway (and so do relays, which read those bytes two rounds later). */
     pl_stepb empty;
-    pl_pop *p; /* the op a walk over a step is at */
+    pl_spop *p; /* the op a walk over a step is at */
     memset(&empty, 0, sizeof empty);
     for (int32_t k = -1; k < (int32_t)nk; k++) {
         for (int lane = 0; lane < 2; lane++) {
@@ -2173,16 +2252,16 @@ static void build_rank(pl_ctx *c, uint32_t r)
             int packed = lane == RS_LANE_NET && k >= 0 && (size_t)k < pack_prog.n && pack_prog.v[k] >= 0;
             if (!packed)
                 for (pop_it it = pop_begin(b); (p = pop_next(&it));)
-                    if (!p->dead && p->code != RS_OP_UNPACK) resolve(c, b, p, &o);
+                    if (!p->dead && p->code != RS_OP_UNPACK) resolve_stored(c, b, p, &o);
             put_msgs(&o, &snd, RS_OP_SEND);
             put_msgs(&o, &rcv, RS_OP_RECV);
             int keep = lane == RS_LANE_NET && k >= 0; /* its UNPACKs go to NVL step k */
             if (!keep)
                 for (pop_it it = pop_begin(b); (p = pop_next(&it));)
-                    if (!p->dead && p->code == RS_OP_UNPACK) resolve(c, b, p, &o);
+                    if (!p->dead && p->code == RS_OP_UNPACK) resolve_stored(c, b, p, &o);
             if (moved)
                 for (pop_it it = pop_begin(fwd); (p = pop_next(&it));)
-                    if (!p->dead && p->code == RS_OP_UNPACK) resolve(c, fwd, p, &o);
+                    if (!p->dead && p->code == RS_OP_UNPACK) resolve_stored(c, fwd, p, &o);
             if (fwd) pops_drop(fwd);
             st.nwaits = (uint32_t)o.waits.n - st.wait_begin;
             st.nops = (uint32_t)o.ops.n - st.op_begin;
@@ -2219,7 +2298,7 @@ static void build_rank(pl_ctx *c, uint32_t r)
                 last_net_waited = w;
             }
             for (pop_it it = pop_begin(pb); (p = pop_next(&it));)
-                if (!p->dead && p->code == RS_OP_PACK) resolve(c, pb, p, &o);
+                if (!p->dead && p->code == RS_OP_PACK) resolve_stored(c, pb, p, &o);
             st.nwaits = (uint32_t)o.waits.n - st.wait_begin;
             st.nops = (uint32_t)o.ops.n - st.op_begin;
             while (pack_prog.n <= (size_t)k + 2) rs_vec_push(&pack_prog, -1);

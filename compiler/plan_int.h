@@ -255,8 +255,9 @@ static inline const uint32_t *pl_pcnt_c(const pl_pop *p, int side) { return p->c
 static inline const uint64_t *pl_pstr_c(const pl_pop *p, int side) { return p->str + (side ? p->nd[0] : 0); }
 
 /* An op as a step keeps it: the wide op's fields, with its dims in the op when both sides have PL_PI dims
- * together, else in a wide record carved from the rank's blocks. Ops are most of pass 3's memory (the 2.5 T
- * MoE: 5.9 M ops held at once), and all but a few thousand of them have 2 or 4 dims: 96 bytes, not 152. */
+ * together and stride 1 innermost (descriptors do: only the outer strides are kept), else in a wide record
+ * carved from the rank's blocks. Ops are most of pass 3's memory (the 2.5 T MoE: 5.9 M ops held at once),
+ * and all but a few thousand of them have 2 or 4 dims: 80 bytes, not 152. */
 #define PL_PI 4
 typedef struct {
     uint32_t cnt[PL_PT];
@@ -267,17 +268,18 @@ typedef struct {
     uint64_t off[2];
     union {
         struct {
-            uint64_t str[PL_PI];
+            uint64_t str[PL_PI - 2]; /* the outer ones: side 0's, then side 1's */
             uint32_t cnt[PL_PI];
             int16_t dl[PL_PI];
         } in;
-        pl_pdims *ext; /* nd[0] + nd[1] > PL_PI */
+        pl_pdims *ext; /* !pl_spop_inline */
     } d;
     uint32_t loc[2];
     uint32_t tensor;
     int32_t item;
     uint8_t code, dead, sym;
     uint8_t nd[2];
+    uint8_t ext; /* the dims are in d.ext */
 } pl_spop;
 
 /* The ops of one step while planning: a chain of rooms of 1, 1, 1, 2, 2, 2, 3, 4, 5, 6, 7, 9, ... ops (then

@@ -391,6 +391,13 @@ static void pops_drop(pl_stepb *b)
     b->nops = b->last_base = 0;
 }
 
+/* Does wide op w keep its dims in the op itself as stored? */
+static int pop_fits(const pl_pop *w)
+{
+    uint32_t n0 = w->nd[0], n = n0 + w->nd[1];
+    return n <= PL_PI && n0 && n > n0 && w->str[n0 - 1] == 1 && w->str[n - 1] == 1;
+}
+
 /* The wide form of stored op s (dims past its own are left as they are). */
 static void pop_load(pl_pop *w, const pl_spop *s)
 {
@@ -405,22 +412,23 @@ static void pop_load(pl_pop *w, const pl_spop *s)
     w->loc[1] = s->loc[1];
     w->off[0] = s->off[0];
     w->off[1] = s->off[1];
-    if (s->nd[0] + s->nd[1] <= PL_PI) {
-        memcpy(w->cnt, s->d.in.cnt, sizeof s->d.in.cnt);
-        memcpy(w->str, s->d.in.str, sizeof s->d.in.str);
-        memcpy(w->dl, s->d.in.dl, sizeof s->d.in.dl);
-    } else {
+    if (s->ext) {
         memcpy(w->cnt, s->d.ext->cnt, sizeof w->cnt);
         memcpy(w->str, s->d.ext->str, sizeof w->str);
         memcpy(w->dl, s->d.ext->dl, sizeof w->dl);
+        return;
     }
+    memcpy(w->cnt, s->d.in.cnt, sizeof s->d.in.cnt);
+    memcpy(w->dl, s->d.in.dl, sizeof s->d.in.dl);
+    uint32_t n0 = s->nd[0], n = n0 + s->nd[1], k = 0;
+    for (uint32_t i = 0; i < n; i++) w->str[i] = i == n0 - 1 || i == n - 1 ? 1 : s->d.in.str[k++];
 }
 
 /* Store wide op w in slot s of a step of the rank whose blocks are `pool`; a slot that is not fresh and
- * already keeps its dims outside reuses that record (an op's dims only grow). */
+ * already keeps its dims outside reuses that record. */
 static void pop_store(pl_popool *pool, pl_spop *s, const pl_pop *w, int fresh)
 {
-    pl_pdims *e = !fresh && s->nd[0] + s->nd[1] > PL_PI ? s->d.ext : NULL;
+    pl_pdims *e = !fresh && s->ext ? s->d.ext : NULL;
     s->code = w->code;
     s->dead = w->dead;
     s->sym = w->sym;
@@ -432,11 +440,13 @@ static void pop_store(pl_popool *pool, pl_spop *s, const pl_pop *w, int fresh)
     s->loc[1] = w->loc[1];
     s->off[0] = w->off[0];
     s->off[1] = w->off[1];
-    if (w->nd[0] + w->nd[1] <= PL_PI) {
-        rs_assert(!e);
+    if (!e && pop_fits(w)) {
+        s->ext = 0;
         memcpy(s->d.in.cnt, w->cnt, sizeof s->d.in.cnt);
-        memcpy(s->d.in.str, w->str, sizeof s->d.in.str);
         memcpy(s->d.in.dl, w->dl, sizeof s->d.in.dl);
+        uint32_t n0 = w->nd[0], n = n0 + w->nd[1], k = 0;
+        for (uint32_t i = 0; i < n; i++)
+            if (i != n0 - 1 && i != n - 1) s->d.in.str[k++] = w->str[i];
         return;
     }
     if (!e) e = pool_carve(pool, sizeof *e);
@@ -444,6 +454,7 @@ static void pop_store(pl_popool *pool, pl_spop *s, const pl_pop *w, int fresh)
     memcpy(e->str, w->str, sizeof e->str);
     memcpy(e->dl, w->dl, sizeof e->dl);
     s->d.ext = e;
+    s->ext = 1;
 }
 
 /* Make x part of stored op ys if it can (extend). */

@@ -318,7 +318,7 @@ struct pl_stepb {
     /* (32-bit counts: 2.5 M step builders on the 2.5 T MoE) */
     struct { uint32_t *v; uint32_t n, cap; } out; /* seg ids this rank sends in this step */
     struct { uint64_t *v; uint32_t n, cap; } in;  /* received items: seg id << 1 (direct receiver) or inst id << 1 | 1 */
-    pl_mslot *mt;              /* merge state (open addressing, mcap a power of two) */
+    pl_mslot *mt;              /* merge state (schedule.c, mslot_find) */
     uint32_t mcap, mn;
     pl_mslot hot;              /* the slot used last, held here (hot.cur == 0: none); mt[hot_at] is stale */
     uint32_t hot_at;

@@ -240,8 +240,23 @@ static inline uint32_t mslot_hash(uint32_t sloc, uint32_t dloc, uint32_t tag)
     return (uint32_t)(h >> 32);
 }
 
+/* A step's merge table holds a few keys (the 2.5 T MoE: 1 to 13, 3.5 on average): tables of up to
+ * MSLOT_LINEAR slots grow by 1, 1, 1, 1, 2, 2 and are searched in order, larger ones are open-addressed
+ * hash tables of a power of two. (Hash tables from 4 slots at three quarters full held 7.2 M slots for its
+ * 4.4 M keys; these hold 4.5 M.) */
+#define MSLOT_LINEAR 8
+
+/* The slot of (sloc, dloc, tag) in b's table, or an empty one (cur == 0) where it would go; NULL when it
+ * is not there and a table searched in order is full. */
 static pl_mslot *mslot_find(pl_stepb *b, uint32_t sloc, uint32_t dloc, uint32_t tag)
 {
+    if (b->mcap <= MSLOT_LINEAR) {
+        for (uint32_t j = 0; j < b->mn; j++) {
+            pl_mslot *e = &b->mt[j];
+            if (e->sloc == sloc && e->dloc == dloc && e->tag == tag) return e;
+        }
+        return b->mn < b->mcap ? &b->mt[b->mn] : NULL;
+    }
     for (uint32_t j = mslot_hash(sloc, dloc, tag) & (b->mcap - 1);; j = (j + 1) & (b->mcap - 1)) {
         pl_mslot *e = &b->mt[j];
         if (!e->cur || (e->sloc == sloc && e->dloc == dloc && e->tag == tag)) return e;
@@ -276,14 +291,21 @@ static pl_mslot *mslot_get(pl_ctx *c, pl_stepb *b, uint32_t sloc, uint32_t dloc,
 /* A new table entry for (tag, sloc, dloc), marked taken (cur UINT32_MAX) until the step's slot is flushed. */
 static pl_mslot *mslot_new(pl_ctx *c, pl_stepb *b, uint32_t sloc, uint32_t dloc, uint32_t tag)
 {
-    if ((b->mn + 1) * 4 > b->mcap * 3) {
-        pl_mslot *old = b->mt;
-        uint32_t ocap = b->mcap;
-        b->mcap = ocap ? ocap * 2 : 4;
-        b->mt = rs_xcalloc(b->mcap, sizeof *b->mt); /* not an arena: the old tables were 40 % of 176 MB */
-        for (uint32_t i = 0; i < ocap; i++)
-            if (old[i].cur) *mslot_find(b, old[i].sloc, old[i].dloc, old[i].tag) = old[i];
-        free(old);
+    uint32_t cap = b->mcap;
+    if (cap <= MSLOT_LINEAR ? b->mn == cap : (b->mn + 1) * 4 > cap * 3) {
+        uint32_t ncap = cap < 4 ? cap + 1 : cap < MSLOT_LINEAR ? cap + 2 : cap * 2;
+        if (ncap <= MSLOT_LINEAR) {
+            b->mt = rs_xrealloc(b->mt, ncap * sizeof *b->mt); /* (not an arena: old tables would stay) */
+            memset(b->mt + cap, 0, (ncap - cap) * sizeof *b->mt);
+            b->mcap = ncap;
+        } else {
+            pl_mslot *old = b->mt;
+            b->mcap = ncap;
+            b->mt = rs_xcalloc(ncap, sizeof *b->mt);
+            for (uint32_t i = 0; i < cap; i++)
+                if (old[i].cur) *mslot_find(b, old[i].sloc, old[i].dloc, old[i].tag) = old[i];
+            free(old);
+        }
     }
     pl_mslot *e = mslot_find(b, sloc, dloc, tag);
     e->sloc = sloc;
@@ -2089,6 +2111,59 @@ static void zc_moves(pl_ctx *c, pl_stepb *b, uint32_t r, int out)
                 sp->dead = 1;
 }
 
+/* Rank r's program is built: its steps' item lists go (no other rank's program reads them); the step
+ * builders themselves stay until compact_steps. */
+static void step_release(pl_ctx *c, uint32_t sb)
+{
+    if (sb == RS_NONE) return;
+    rs_vec_free(&c->steps.v[sb].out);
+    rs_vec_free(&c->steps.v[sb].in);
+}
+
+static void steps_release(pl_ctx *c, uint32_t r)
+{
+    step_release(c, c->local_step[r]);
+    for (int lane = 0; lane < 2; lane++) {
+        const pl_u32vec *v = &c->rank_steps[r * 2 + lane];
+        for (size_t k = 0; k < v->n; k++) step_release(c, v->v[k]);
+    }
+}
+
+/* After the last tensor no op or segment comes to a step any more, and a rank's steps are read only by
+ * building its program (through rank_steps and local_step). The step builders of the ranks built by then
+ * go (half of the 2.5 T MoE's 2.5 M, 139 MB, at its height): the others move down in order and are
+ * renumbered. The step ids kept in segments and instances are stale from here on (nothing reads them). */
+static void compact_steps(pl_ctx *c)
+{
+    uint32_t *to = rs_xmalloc((c->steps.n + 1) * sizeof *to);
+    size_t n = 0;
+    for (size_t i = 0; i < c->steps.n; i++) {
+        if (c->rank_built[c->steps.v[i].rank]) {
+            to[i] = RS_NONE;
+            continue;
+        }
+        to[i] = (uint32_t)n;
+        if (n != i) c->steps.v[n] = c->steps.v[i];
+        n++;
+    }
+    for (uint32_t r = 0; r < c->world; r++) {
+        for (int lane = 0; lane < 2; lane++) {
+            pl_u32vec *v = &c->rank_steps[r * 2 + lane];
+            if (c->rank_built[r]) {
+                rs_vec_free(v);
+                continue;
+            }
+            for (size_t k = 0; k < v->n; k++)
+                if (v->v[k] != RS_NONE) v->v[k] = to[v->v[k]];
+        }
+        if (c->local_step[r] != RS_NONE) c->local_step[r] = c->rank_built[r] ? RS_NONE : to[c->local_step[r]];
+    }
+    free(to);
+    c->steps.v = rs_xrealloc(c->steps.v, (n + 1) * sizeof *c->steps.v);
+    c->steps.n = n;
+    c->steps.cap = n + 1;
+}
+
 /* Rank r's program: its staging layout, messages, waits and resolved ops; its ops while planning go back. */
 static void build_rank(pl_ctx *c, uint32_t r)
 {
@@ -2343,6 +2418,7 @@ static void build_rank(pl_ctx *c, uint32_t r)
     g->nwaits = (uint32_t)o.waits.n;
     free(o.dtab);
     popool_release(&c->popool[r]);
+    steps_release(c, r);
 #ifdef __GLIBC__
     /* The ops of the steps just resolved were freed into the heap in pieces too small for the large
      * arrays of the next ranks' programs: hand their pages back, or the peak holds both (DeepSeek-V3:
@@ -2390,6 +2466,7 @@ void pl_tensor_planned(pl_ctx *c)
     if (c->ti + 1 == c->L->ntensors) {
         rs_assert(c->pseq == c->pflow.n); /* every routed part was planned */
         free_pass_state(c);
+        compact_steps(c);
         c->pseq = 0;
     }
     while (c->done_at < c->world) {

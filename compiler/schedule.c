@@ -293,7 +293,7 @@ static pl_mslot *mslot_new(pl_ctx *c, pl_stepb *b, uint32_t sloc, uint32_t dloc,
 {
     uint32_t cap = b->mcap;
     if (cap <= MSLOT_LINEAR ? b->mn == cap : (b->mn + 1) * 4 > cap * 3) {
-        uint32_t ncap = cap < 4 ? cap + 1 : cap < MSLOT_LINEAR ? cap + 2 : cap * 2;
+        uint32_t ncap = cap < MSLOT_LINEAR ? cap + 2 : cap * 2;
         if (ncap <= MSLOT_LINEAR) {
             b->mt = rs_xrealloc(b->mt, ncap * sizeof *b->mt); /* (not an arena: old tables would stay) */
             memset(b->mt + cap, 0, (ncap - cap) * sizeof *b->mt);
@@ -540,11 +540,13 @@ static void close_merges(pl_ctx *c)
 
 /* A step's out and in lists hold about one item each (2.7 M segments over 2.5 M step builders on the 2.5 T
  * MoE): grown from 2, not from rs_vec's 16 (which took 300 MB there). */
-#define item_push(vp, x)                                                                           \
+#define item_push(pool, vp, x)                                                                     \
     do {                                                                                           \
         if ((vp)->n == (vp)->cap) {                                                                \
-            size_t nc_ = (vp)->cap ? (vp)->cap * 2 : 2;                                            \
-            (vp)->v = rs_xrealloc((vp)->v, nc_ * sizeof *(vp)->v);                                 \
+            uint32_t nc_ = (vp)->cap ? (vp)->cap * 2 : 2;                                          \
+            void *nv_ = pool_carve((pool), nc_ * sizeof *(vp)->v);                                 \
+            if ((vp)->n) memcpy(nv_, (vp)->v, (vp)->n * sizeof *(vp)->v);                          \
+            (vp)->v = nv_;                                                                         \
             (vp)->cap = nc_;                                                                       \
         }                                                                                          \
         (vp)->v[(vp)->n++] = (x);                                                                  \
@@ -571,12 +573,12 @@ static uint32_t seg_new(pl_ctx *c, uint32_t flow, uint32_t round, int direct, ui
     g.sb = sbid;
     pl_stepb *sb = &c->steps.v[sbid];
     g.out_idx = (uint32_t)sb->out.n;
-    item_push(&sb->out, id);
+    item_push(&c->popool[s], &sb->out, id);
     uint32_t rbid = sb_get(c, r, lane, (int32_t)round);
     g.rb = rbid;
     pl_stepb *rb = &c->steps.v[rbid];
     g.in_idx = (uint32_t)rb->in.n;
-    item_push(&rb->in, (uint64_t)id << 1);
+    item_push(&c->popool[r], &rb->in, (uint64_t)id << 1);
     uint32_t nf;
     const uint32_t *f = pl_intern_list(&c->fsets, fset, &nf);
     g.inst = (uint32_t)c->insts.n;
@@ -592,7 +594,7 @@ static uint32_t seg_new(pl_ctx *c, uint32_t flow, uint32_t round, int direct, ui
         in.fb = fbid;
         pl_stepb *fb = &c->steps.v[fbid];
         in.in_idx = (uint32_t)fb->in.n;
-        item_push(&fb->in, (uint64_t)c->insts.n << 1 | 1);
+        item_push(&c->popool[f[q]], &fb->in, (uint64_t)c->insts.n << 1 | 1);
         rs_vec_push(&c->insts, in);
     }
     rs_vec_push(&c->segs, g);
@@ -2111,24 +2113,6 @@ static void zc_moves(pl_ctx *c, pl_stepb *b, uint32_t r, int out)
                 sp->dead = 1;
 }
 
-/* Rank r's program is built: its steps' item lists go (no other rank's program reads them); the step
- * builders themselves stay until compact_steps. */
-static void step_release(pl_ctx *c, uint32_t sb)
-{
-    if (sb == RS_NONE) return;
-    rs_vec_free(&c->steps.v[sb].out);
-    rs_vec_free(&c->steps.v[sb].in);
-}
-
-static void steps_release(pl_ctx *c, uint32_t r)
-{
-    step_release(c, c->local_step[r]);
-    for (int lane = 0; lane < 2; lane++) {
-        const pl_u32vec *v = &c->rank_steps[r * 2 + lane];
-        for (size_t k = 0; k < v->n; k++) step_release(c, v->v[k]);
-    }
-}
-
 /* After the last tensor no op or segment comes to a step any more, and a rank's steps are read only by
  * building its program (through rank_steps and local_step). The step builders of the ranks built by then
  * go (half of the 2.5 T MoE's 2.5 M, 139 MB, at its height): the others move down in order and are
@@ -2418,7 +2402,6 @@ static void build_rank(pl_ctx *c, uint32_t r)
     g->nwaits = (uint32_t)o.waits.n;
     free(o.dtab);
     popool_release(&c->popool[r]);
-    steps_release(c, r);
 #ifdef __GLIBC__
     /* The ops of the steps just resolved were freed into the heap in pieces too small for the large
      * arrays of the next ranks' programs: hand their pages back, or the peak holds both (DeepSeek-V3:
@@ -2537,8 +2520,6 @@ void pl_schedule_free(pl_ctx *c)
     for (size_t i = 0; i < c->steps.n; i++) {
         pops_drop(&c->steps.v[i]);
         free(c->steps.v[i].mt); /* a failed pass 3 */
-        rs_vec_free(&c->steps.v[i].out);
-        rs_vec_free(&c->steps.v[i].in);
     }
     rs_vec_free(&c->steps);
     if (c->rank_steps) {

@@ -420,20 +420,20 @@ static int pop_fits(const pl_pop *w)
     return n <= PL_PI && n0 && n > n0 && w->str[n0 - 1] == 1 && w->str[n - 1] == 1;
 }
 
+/* The fields the wide and the narrow form share, from s to d. */
+#define POP_HEAD(d, s)                                                                             \
+    do {                                                                                           \
+        (d)->code = (s)->code, (d)->dead = (s)->dead, (d)->sym = (s)->sym;                         \
+        (d)->nd[0] = (s)->nd[0], (d)->nd[1] = (s)->nd[1];                                          \
+        (d)->tensor = (s)->tensor, (d)->item = (s)->item;                                          \
+        (d)->loc[0] = (s)->loc[0], (d)->loc[1] = (s)->loc[1];                                      \
+        (d)->off[0] = (s)->off[0], (d)->off[1] = (s)->off[1];                                      \
+    } while (0)
+
 /* The wide form of stored op s (dims past its own are left as they are). */
 static void pop_load(pl_pop *w, const pl_spop *s)
 {
-    w->code = s->code;
-    w->dead = s->dead;
-    w->sym = s->sym;
-    w->nd[0] = s->nd[0];
-    w->nd[1] = s->nd[1];
-    w->tensor = s->tensor;
-    w->item = s->item;
-    w->loc[0] = s->loc[0];
-    w->loc[1] = s->loc[1];
-    w->off[0] = s->off[0];
-    w->off[1] = s->off[1];
+    POP_HEAD(w, s);
     if (s->ext) {
         memcpy(w->cnt, s->d.ext->cnt, sizeof w->cnt);
         memcpy(w->str, s->d.ext->str, sizeof w->str);
@@ -451,17 +451,7 @@ static void pop_load(pl_pop *w, const pl_spop *s)
 static void pop_store(pl_popool *pool, pl_spop *s, const pl_pop *w, int fresh)
 {
     pl_pdims *e = !fresh && s->ext ? s->d.ext : NULL;
-    s->code = w->code;
-    s->dead = w->dead;
-    s->sym = w->sym;
-    s->nd[0] = w->nd[0];
-    s->nd[1] = w->nd[1];
-    s->tensor = w->tensor;
-    s->item = w->item;
-    s->loc[0] = w->loc[0];
-    s->loc[1] = w->loc[1];
-    s->off[0] = w->off[0];
-    s->off[1] = w->off[1];
+    POP_HEAD(s, w);
     if (!e && pop_fits(w)) {
         s->ext = 0;
         memcpy(s->d.in.cnt, w->cnt, sizeof s->d.in.cnt);

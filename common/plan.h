@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "layout.h"
 
@@ -132,9 +133,12 @@ static inline const rs_desc *rs_prog_desc(const rs_rank_prog *g, uint32_t i, rs_
     out->loc = (uint32_t)w[0];
     out->ndim = nd;
     out->offset = w[1];
-    for (uint32_t k = 0; k < RS_DESC_MAX_DIMS; k++) {
-        out->count[k] = k < nd ? w[2 + 2 * k] : 0;
-        out->stride[k] = k < nd ? w[3 + 2 * k] : 0;
+    /* zeros first, in stores of a fixed size (a select per dim: 5 % more instructions in all on issue 3's case) */
+    memset(out->count, 0, sizeof out->count);
+    memset(out->stride, 0, sizeof out->stride);
+    for (uint32_t k = 0; k < nd; k++) {
+        out->count[k] = w[2 + 2 * k];
+        out->stride[k] = w[3 + 2 * k];
     }
     return out;
 }

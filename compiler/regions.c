@@ -15,12 +15,17 @@ typedef struct {
     int64_t shape[PL_ND];
 } bind_rec;
 
-static int bind_cmp(const void *a, const void *b)
+/* One stable counting pass over the records in[0..n) by rank or by buffer (keys below nk), into out. */
+static void bind_pass(const bind_rec *v, size_t n, const uint32_t *in, uint32_t *out, uint32_t *cnt, uint32_t nk,
+                      int by_rank)
 {
-    const bind_rec *x = a, *y = b;
-    if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
-    if (x->buffer != y->buffer) return x->buffer < y->buffer ? -1 : 1;
-    return x->piece < y->piece ? -1 : x->piece > y->piece;
+    memset(cnt, 0, ((size_t)nk + 1) * sizeof *cnt);
+    for (size_t i = 0; i < n; i++) cnt[(by_rank ? v[i].rank : v[i].buffer) + 1]++;
+    for (uint32_t k = 0; k < nk; k++) cnt[k + 1] += cnt[k];
+    for (size_t i = 0; i < n; i++) {
+        const bind_rec *r = &v[in[i]];
+        out[cnt[by_rank ? r->rank : r->buffer]++] = in[i];
+    }
 }
 
 /* Every (rank, buffer) a piece binds: explicit buffers whenever the piece is held, implicit ones when
@@ -66,7 +71,17 @@ int pl_bindings(pl_ctx *c)
             if (!rs_mesh_next_coord(m, fixed, coord)) break;
         }
     }
-    if (v.n > 1) qsort(v.v, v.n, sizeof *v.v, bind_cmp);
+    /* the records in (rank, buffer, piece) order: they were made in piece order, so a stable counting sort
+     * by buffer and then one by rank (a qsort was 1 % of issue 3's compile) */
+    rs_assert(v.n < UINT32_MAX);
+    uint32_t *ord = rs_xmalloc((v.n + 1) * sizeof *ord), *tmp = rs_xmalloc((v.n + 1) * sizeof *tmp);
+    uint32_t nk = L->nbuffers > c->world ? L->nbuffers : c->world;
+    uint32_t *cnt = rs_xmalloc(((size_t)nk + 1) * sizeof *cnt);
+    for (size_t i = 0; i < v.n; i++) ord[i] = (uint32_t)i;
+    bind_pass(v.v, v.n, ord, tmp, cnt, L->nbuffers, 0);
+    bind_pass(v.v, v.n, tmp, ord, cnt, c->world, 1);
+    free(cnt);
+    free(tmp);
     c->bind_begin = rs_xcalloc(c->world + 1, sizeof *c->bind_begin);
     c->bind_buf = rs_xmalloc((v.n + 1) * sizeof *c->bind_buf);
     c->bind_shape = rs_xmalloc((v.n + 1) * sizeof *c->bind_shape);
@@ -75,8 +90,8 @@ int pl_bindings(pl_ctx *c)
     size_t n = 0;
     int rc = 0;
     for (size_t i = 0; i < v.n; i++) {
-        const bind_rec *r = &v.v[i];
-        if (n && c->bind_buf[n - 1] == r->buffer && i && v.v[i - 1].rank == r->rank) {
+        const bind_rec *r = &v.v[ord[i]];
+        if (n && c->bind_buf[n - 1] == r->buffer && i && v.v[ord[i - 1]].rank == r->rank) {
             if (c->bind_nd[n - 1] != r->nd || memcmp(c->bind_shape[n - 1], r->shape, r->nd * sizeof r->shape[0])) {
                 rc = pl_fail(c, r->piece, "buffer '%s' has two different shapes on rank %u (an implicit buffer "
                              "holds exactly one block per rank)", L->buffers[r->buffer].name, r->rank);
@@ -93,6 +108,7 @@ int pl_bindings(pl_ctx *c)
     for (uint32_t r = 1; r <= c->world; r++)
         if (c->bind_begin[r] < c->bind_begin[r - 1]) c->bind_begin[r] = c->bind_begin[r - 1];
     rs_vec_free(&v);
+    free(ord);
     for (size_t i = 0; i < n; i++) {
         const rs_buffer *b = &L->buffers[c->bind_buf[i]];
         if (!b->group) continue;

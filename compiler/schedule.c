@@ -1676,6 +1676,25 @@ static int msg_cmp(const void *a, const void *b)
     return x->key < y->key ? -1 : x->key > y->key;
 }
 
+/* Sort a step's messages by msg_cmp, stably: in place when they are few or already nearly in order (most
+ * are: segments are made in (round, forward set, sender, receiver) order), else by qsort (glibc's is a
+ * stable merge sort here). qsort's calls were 1 % of issue 3's compile. */
+static void msgs_sort(msg_vec *v)
+{
+    size_t moves = 0;
+    for (size_t i = 1; i < v->n; i++) {
+        if (msg_cmp(&v->v[i - 1], &v->v[i]) <= 0) continue;
+        if (++moves > 16) {
+            qsort(v->v, v->n, sizeof *v->v, msg_cmp);
+            return;
+        }
+        msg x = v->v[i];
+        size_t j = i;
+        for (; j > 0 && msg_cmp(&v->v[j - 1], &x) > 0; j--) v->v[j] = v->v[j - 1];
+        v->v[j] = x;
+    }
+}
+
 /* Staging offset of item i of a step list (out: the seg's sender base; in: receiver or instance base). */
 static uint64_t item_base(const pl_ctx *c, const pl_stepb *b, int out, int64_t i)
 {
@@ -1936,8 +1955,8 @@ static void step_msgs(pl_ctx *c, const pl_stepb *b, const pl_stepb *fwd_from, ms
                  g->tensor};
         rs_vec_push(rcv, m);
     }
-    if (snd->n > 1) qsort(snd->v, snd->n, sizeof *snd->v, msg_cmp);
-    if (rcv->n > 1) qsort(rcv->v, rcv->n, sizeof *rcv->v, msg_cmp);
+    msgs_sort(snd);
+    msgs_sort(rcv);
 }
 
 static void put_msgs(prog_out *o, const msg_vec *v, int code)

@@ -8,7 +8,8 @@
 #                                              on the CPU transport, every destination element checked
 #   run.sh ref      LAYOUT [-D N=V]...         layout_ref.py at the replay-args sizes (Megatron / vLLM emulation)
 # Environment: RESHARDC, RESHARD_REPLAY, RS_COVERAGE, PYTHON (tool paths), WORK (scratch directory),
-# RS_EX_VMEM_KB (address-space limit for the full-size compile; unset under sanitizers).
+# RS_EX_VMEM_KB (address-space limit for the full-size compile; unset under sanitizers), RS_PEAK_RSS and
+# RS_EX_MAXRSS_MIB (rs-peak-rss and the full-size compile's peak resident memory limit; unset under sanitizers).
 set -euo pipefail
 mode=$1 layout=$2
 shift 2
@@ -60,7 +61,11 @@ bytes)
 verify)
     # a planner that blows up fails here cleanly instead of taking the machine down (issue 5's target is 2 GiB)
     if [ -n "${RS_EX_VMEM_KB:-}" ]; then ulimit -v "$RS_EX_VMEM_KB"; fi
-    "$RESHARDC" "$layout" -o "$work/full.plan" "$@"
+    if [ -n "${RS_PEAK_RSS:-}" ] && [ -n "${RS_EX_MAXRSS_MIB:-}" ]; then
+        "$RS_PEAK_RSS" "$RS_EX_MAXRSS_MIB" "$RESHARDC" "$layout" -o "$work/full.plan" "$@"
+    else
+        "$RESHARDC" "$layout" -o "$work/full.plan" "$@"
+    fi
     "$RESHARDC" verify "$work/full.plan"
     ls -l "$work/full.plan"
     ;;

@@ -1595,67 +1595,68 @@ void pl_after_pass2(pl_ctx *c)
 
 typedef struct {
     rs_vec(rs_op) ops;
-    rs_vec(rs_desc) descs;
+    rs_rank_prog *g; /* the program: put_op writes its descriptors straight into g's packed pool */
     rs_vec(rs_step) steps;
     rs_vec(uint32_t) waits;
     uint64_t *dtab; /* by content (open addressing): hash << 32 | descriptor index + 1; ops share equal ones */
     uint32_t dmask;
 } prog_out;
 
-static uint64_t desc_hash(const rs_desc *d)
+/* Hash of a packed descriptor's n words. */
+static uint64_t desc_hash(const uint64_t *w, uint32_t n)
 {
-    uint64_t h = ((uint64_t)d->loc << 8 | d->ndim) * 0x9e3779b97f4a7c15ull ^ d->offset * 0xc2b2ae3d27d4eb4full;
-    for (uint32_t i = 0; i < d->ndim; i++) {
-        h = (h ^ d->count[i]) * 0x9e3779b97f4a7c15ull;
-        h = (h ^ d->stride[i]) * 0xc2b2ae3d27d4eb4full;
+    uint64_t h = w[0] * 0x9e3779b97f4a7c15ull ^ w[1] * 0xc2b2ae3d27d4eb4full;
+    for (uint32_t i = 2; i < n; i += 2) {
+        h = (h ^ w[i]) * 0x9e3779b97f4a7c15ull;
+        h = (h ^ w[i + 1]) * 0xc2b2ae3d27d4eb4full;
     }
     return h ^ h >> 29;
 }
 
-static int desc_same(const rs_desc *a, const rs_desc *b)
-{
-    if (a->loc != b->loc || a->ndim != b->ndim || a->offset != b->offset) return 0;
-    for (uint32_t i = 0; i < a->ndim; i++)
-        if (a->count[i] != b->count[i] || a->stride[i] != b->stride[i]) return 0;
-    return 1;
-}
+static uint32_t desc_words(const uint64_t *w) { return 2 + 2 * (uint32_t)(w[0] >> 32); }
 
 static void dtab_insert(prog_out *o, uint32_t idx)
 {
-    uint64_t h = desc_hash(&o->descs.v[idx]);
+    const uint64_t *w = o->g->dpool + o->g->doff[idx];
+    uint64_t h = desc_hash(w, desc_words(w));
     uint32_t j = (uint32_t)h & o->dmask;
     while (o->dtab[j]) j = (j + 1) & o->dmask;
     o->dtab[j] = (h & ~(uint64_t)UINT32_MAX) | (idx + 1);
 }
 
-/* The index of a descriptor equal to the one just written at the end of o->descs, dropping it again, or
- * the new one's. Packing the same source region for several receivers (an expert's rows for every
- * engine that needs them) gave half of DeepSeek-V3's descriptors twice or more. */
-static uint32_t desc_intern(prog_out *o)
+/* The index of a descriptor equal to the one just written (packed, n words) past the end of the program's
+ * pool, or the new one's (then it is kept). Packing the same source region for several receivers (an
+ * expert's rows for every engine that needs them) gave half of DeepSeek-V3's descriptors twice or more.
+ * (Descriptors were interned as whole rs_desc values and packed afterwards: written twice, 144 bytes each.) */
+static uint32_t desc_intern(prog_out *o, uint32_t n)
 {
-    uint32_t idx = (uint32_t)o->descs.n - 1;
-    const rs_desc *d = &o->descs.v[idx];
-    if (2 * (size_t)o->descs.n > (size_t)o->dmask) {
+    rs_rank_prog *g = o->g;
+    uint32_t idx = g->ndescs;
+    if (2 * ((size_t)idx + 1) > (size_t)o->dmask) {
         uint32_t cap = o->dmask ? 2 * (o->dmask + 1) : 4096;
-        while (2 * (size_t)o->descs.n > cap - 1) cap *= 2;
+        while (2 * ((size_t)idx + 1) > cap - 1) cap *= 2;
         free(o->dtab);
         o->dtab = rs_xcalloc(cap, sizeof *o->dtab);
         o->dmask = cap - 1;
         for (uint32_t i = 0; i < idx; i++) dtab_insert(o, i);
     }
+    const uint64_t *w = g->dpool + g->dpool_n;
     /* the hash's high half is kept with the index: only a likely match reads the other descriptor */
-    uint64_t h = desc_hash(d), hi = h & ~(uint64_t)UINT32_MAX;
+    uint64_t h = desc_hash(w, n), hi = h & ~(uint64_t)UINT32_MAX;
     for (uint32_t j = (uint32_t)h & o->dmask;; j = (j + 1) & o->dmask) {
         uint64_t e = o->dtab[j];
         if (!e) {
             o->dtab[j] = hi | (idx + 1);
+            rs_assert(g->dpool_n + n < UINT32_MAX);
+            g->doff[idx] = (uint32_t)g->dpool_n;
+            g->dpool_n += n;
+            g->ndescs++;
             return idx;
         }
         uint32_t k = (uint32_t)e - 1;
-        if ((e & ~(uint64_t)UINT32_MAX) == hi && desc_same(&o->descs.v[k], d)) {
-            o->descs.n--;
+        const uint64_t *x = g->dpool + g->doff[k];
+        if ((e & ~(uint64_t)UINT32_MAX) == hi && x[0] == w[0] && !memcmp(x + 1, w + 1, (n - 1) * sizeof *w))
             return k;
-        }
     }
 }
 
@@ -1755,8 +1756,7 @@ static void rp_free(round_prog *p) { rs_vec_free(&p->le); }
 
 static void put_op(prog_out *o, const pl_pop *p)
 {
-    /* written in place: the arrays were reserved for the rank's program (pl_finalize) */
-    rs_vec_reserve(&o->descs, 2);
+    /* written in place: the arrays were reserved for the rank's program (build_rank) */
     rs_vec_reserve(&o->ops, 1);
     rs_op *op = &o->ops.v[o->ops.n++];
     memset(op, 0, sizeof *op);
@@ -1764,18 +1764,28 @@ static void put_op(prog_out *o, const pl_pop *p)
     op->tensor = p->tensor;
     op->peer = RS_NONE;
     op->loc = RS_NONE;
+    rs_rank_prog *g = o->g;
     for (int sd = 0; sd < 2; sd++) {
-        rs_desc *d = &o->descs.v[o->descs.n++];
-        memset(d, 0, sizeof *d);
-        d->loc = p->loc[sd];
-        d->ndim = p->nd[sd];
-        d->offset = p->off[sd];
+        uint32_t nd = p->nd[sd], n = 2 + 2 * nd;
+        if (g->ndescs + 1 > g->dcap || g->dpool_n + n > g->dpool_cap) rs_prog_desc_reserve(g, 1, n);
+        uint64_t *w = g->dpool + g->dpool_n; /* (common/plan.h's packing) */
+        w[0] = p->loc[sd] | (uint64_t)nd << 32;
+        w[1] = p->off[sd];
         const uint32_t *cnt = pl_pcnt_c(p, sd);
-        for (uint32_t i = 0; i < d->ndim; i++) d->count[i] = cnt[i];
-        memcpy(d->stride, pl_pstr_c(p, sd), d->ndim * sizeof d->stride[0]);
-        *(sd ? &op->dst : &op->src) = desc_intern(o);
+        const uint64_t *str = pl_pstr_c(p, sd);
+        for (uint32_t i = 0; i < nd; i++) {
+            w[2 + 2 * i] = cnt[i];
+            w[3 + 2 * i] = str[i];
+        }
+        *(sd ? &op->dst : &op->src) = desc_intern(o, n);
     }
-    op->bytes = rs_desc_bytes(&o->descs.v[op->src]);
+    uint64_t bytes = p->nd[0] ? 1 : 0; /* (rs_desc_bytes of the source) */
+    for (uint32_t i = 0; i < p->nd[0]; i++)
+        if (rs_umul_ovf(bytes, p->cnt[i], &bytes)) {
+            bytes = UINT64_MAX;
+            break;
+        }
+    op->bytes = bytes;
 }
 
 /* Drop dim k of both sides (the outer dims are merged ones, shared by the sides), stepping to index i of it. */
@@ -2261,7 +2271,15 @@ static void build_rank(pl_ctx *c, uint32_t r)
                         if (!(b->in.v[i] & 1)) nmsg += c->segs.v[b->in.v[i] >> 1].ninst;
             }
         rs_vec_reserve(&o.ops, 2 * npop + nmsg);
-        rs_vec_reserve(&o.descs, 4 * npop);
+        /* descriptors: two an op, mostly of 1 to 3 dims; the pool grows by doubling past that */
+        rs_assert(4 * npop < UINT32_MAX);
+        o.g = g;
+        g->ndescs = 0;
+        g->dcap = 0;
+        g->dpool_n = g->dpool_cap = 0;
+        g->doff = NULL;
+        g->dpool = NULL;
+        rs_prog_desc_reserve(g, (uint32_t)(4 * npop + 1), 16 * (uint64_t)npop + 8);
     }
     int32_t last_net_waited = -1, last_nvl_waited = -1;
     round_prog nvl_prog = {{0}}, net_prog = {{0}};
@@ -2393,20 +2411,7 @@ static void build_rank(pl_ctx *c, uint32_t r)
     g->nsteps = (uint32_t)o.steps.n;
     g->ops = rs_xrealloc(o.ops.v, (o.ops.n + 1) * sizeof *o.ops.v);
     g->nops = (uint32_t)o.ops.n;
-    {
-        /* the descriptors packed, in exactly the room they take */
-        uint64_t words = 0;
-        for (size_t i = 0; i < o.descs.n; i++) words += 2 + 2 * (uint64_t)o.descs.v[i].ndim;
-        rs_assert(words < UINT32_MAX);
-        g->ndescs = 0;
-        g->dcap = 0;
-        g->dpool_n = g->dpool_cap = 0;
-        g->doff = NULL;
-        g->dpool = NULL;
-        rs_prog_desc_reserve(g, (uint32_t)o.descs.n + 1, words + 1);
-        for (size_t i = 0; i < o.descs.n; i++) rs_prog_desc_add(g, &o.descs.v[i]);
-        rs_vec_free(&o.descs);
-    }
+    rs_prog_desc_trim(g); /* the descriptors in exactly the room they take */
     g->waits = rs_xrealloc(o.waits.v, (o.waits.n + 1) * sizeof *o.waits.v);
     g->nwaits = (uint32_t)o.waits.n;
     free(o.dtab);

@@ -219,19 +219,14 @@ static int pop_group_ok(const pl_pop *p, uint64_t m0, uint64_t m1)
     return rs_dims_group_chunk(n, cnt, str, off, m) != 0;
 }
 
-/* try_extend, keeping an op on a buffer group splittable at member boundaries. */
+/* try_extend, keeping an op on a buffer group splittable at member boundaries. y is a copy (fold's): when
+ * this returns 0 it may have been changed all the same. */
 static int extend(const pl_ctx *c, const pl_stepb *b, pl_pop *y, const pl_pop *x)
 {
-    if (c->bind_mb) {
-        uint64_t m0 = pl_loc_mbytes(c, b->rank, y->loc[0]), m1 = pl_loc_mbytes(c, b->rank, y->loc[1]);
-        if (m0 || m1) {
-            pl_pop t = *y;
-            if (!try_extend(&t, x, c->o->strided_reads) || !pop_group_ok(&t, m0, m1)) return 0;
-            *y = t;
-            return 1;
-        }
-    }
-    return try_extend(y, x, c->o->strided_reads);
+    if (!try_extend(y, x, c->o->strided_reads)) return 0;
+    if (!c->bind_mb) return 1;
+    uint64_t m0 = pl_loc_mbytes(c, b->rank, y->loc[0]), m1 = pl_loc_mbytes(c, b->rank, y->loc[1]);
+    return !(m0 || m1) || pop_group_ok(y, m0, m1);
 }
 
 static inline uint32_t mslot_hash(uint32_t sloc, uint32_t dloc, uint32_t tag)
@@ -443,6 +438,10 @@ static void pop_load(pl_pop *w, const pl_spop *s)
     memcpy(w->cnt, s->d.in.cnt, sizeof s->d.in.cnt);
     memcpy(w->dl, s->d.in.dl, sizeof s->d.in.dl);
     uint32_t n0 = s->nd[0], n = n0 + s->nd[1], k = 0;
+    if (n == 2) { /* most ops: one dim a side, no outer stride */
+        w->str[0] = w->str[1] = 1;
+        return;
+    }
     for (uint32_t i = 0; i < n; i++) w->str[i] = i == n0 - 1 || i == n - 1 ? 1 : s->d.in.str[k++];
 }
 

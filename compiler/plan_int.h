@@ -402,6 +402,7 @@ typedef struct pl_ctx {
     pl_u32vec *rank_steps;        /* [world * 2]: per rank and lane, step builder per round */
     uint32_t *local_step;          /* [world] */
     pl_popool *popool;             /* [world] */
+    rs_rank_prog dscr;             /* build_rank's descriptors, packed, before they go to the program (reused) */
 
     /* programs built during pass 3: a rank's program is built (and its ops freed) as soon as the last
      * tensor with a part that involves it (as sender, receiver or forwarder; recorded in pass 1, which

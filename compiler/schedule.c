@@ -1594,7 +1594,7 @@ void pl_after_pass2(pl_ctx *c)
 
 typedef struct {
     rs_vec(rs_op) ops;
-    rs_rank_prog *g; /* the program: put_op writes its descriptors straight into g's packed pool */
+    rs_rank_prog *g; /* put_op writes the descriptors straight into g's packed pool (pl_ctx.dscr) */
     rs_vec(rs_step) steps;
     rs_vec(uint32_t) waits;
     uint64_t *dtab; /* by content (open addressing): hash << 32 | descriptor index + 1; ops share equal ones */
@@ -2270,15 +2270,14 @@ static void build_rank(pl_ctx *c, uint32_t r)
                         if (!(b->in.v[i] & 1)) nmsg += c->segs.v[b->in.v[i] >> 1].ninst;
             }
         rs_vec_reserve(&o.ops, 2 * npop + nmsg);
-        /* descriptors: two an op, mostly of 1 to 3 dims; the pool grows by doubling past that */
-        rs_assert(4 * npop < UINT32_MAX);
-        o.g = g;
-        g->ndescs = 0;
-        g->dcap = 0;
-        g->dpool_n = g->dpool_cap = 0;
-        g->doff = NULL;
-        g->dpool = NULL;
-        rs_prog_desc_reserve(g, (uint32_t)(4 * npop + 1), 16 * (uint64_t)npop + 8);
+        /* descriptors: in a scratch pool kept from rank to rank (two an op, mostly of 1 to 3 dims; it grows
+         * by doubling past that), copied to the program at the end in exactly the room they take (a pool
+         * of the program's own, reserved and trimmed, left the heap fragmented: DeepSeek-V3/GB200 593 MiB
+         * instead of 568) */
+        o.g = &c->dscr;
+        o.g->ndescs = 0;
+        o.g->dpool_n = 0;
+        rs_prog_desc_reserve(o.g, (uint32_t)(4 * npop + 1), 16 * (uint64_t)npop + 8);
     }
     int32_t last_net_waited = -1, last_nvl_waited = -1;
     round_prog nvl_prog = {{0}}, net_prog = {{0}};
@@ -2410,7 +2409,14 @@ static void build_rank(pl_ctx *c, uint32_t r)
     g->nsteps = (uint32_t)o.steps.n;
     g->ops = rs_xrealloc(o.ops.v, (o.ops.n + 1) * sizeof *o.ops.v);
     g->nops = (uint32_t)o.ops.n;
-    rs_prog_desc_trim(g); /* the descriptors in exactly the room they take */
+    g->ndescs = o.g->ndescs;
+    g->dcap = g->ndescs + 1;
+    g->doff = rs_xmalloc((size_t)g->dcap * sizeof *g->doff);
+    memcpy(g->doff, o.g->doff, (size_t)g->ndescs * sizeof *g->doff);
+    g->dpool_n = o.g->dpool_n;
+    g->dpool_cap = g->dpool_n + 1;
+    g->dpool = rs_xmalloc(g->dpool_cap * sizeof *g->dpool);
+    memcpy(g->dpool, o.g->dpool, g->dpool_n * sizeof *g->dpool);
     g->waits = rs_xrealloc(o.waits.v, (o.waits.n + 1) * sizeof *o.waits.v);
     g->nwaits = (uint32_t)o.waits.n;
     free(o.dtab);
@@ -2530,6 +2536,9 @@ void pl_schedule_free(pl_ctx *c)
         for (uint32_t r = 0; r < c->world; r++) popool_release(&c->popool[r]);
     free(c->popool);
     c->popool = NULL;
+    free(c->dscr.doff);
+    free(c->dscr.dpool);
+    memset(&c->dscr, 0, sizeof c->dscr);
     for (size_t i = 0; i < c->steps.n; i++) {
         pops_drop(&c->steps.v[i]);
         free(c->steps.v[i].mt); /* a failed pass 3 */

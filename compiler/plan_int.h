@@ -272,7 +272,7 @@ typedef struct {
             uint32_t cnt[PL_PI];
             int16_t dl[PL_PI];
         } in;
-        pl_pdims *ext; /* !pl_spop_inline */
+        pl_pdims *ext; /* when ext is set */
     } d;
     uint32_t loc[2];
     uint32_t tensor;

@@ -274,51 +274,95 @@ static int leaf_pred(const cbox *const *bx, size_t n, int pred)
     return 0;
 }
 
+/* v[0..n) ascending: by insertion for the few points most sweeps have, else qsort */
+static void sort_i64(int64_t *v, size_t n)
+{
+    if (n > 32) {
+        qsort(v, n, sizeof *v, cmp_i64);
+        return;
+    }
+    for (size_t i = 1; i < n; i++) {
+        int64_t x = v[i];
+        size_t j = i;
+        for (; j > 0 && v[j - 1] > x; j--) v[j] = v[j - 1];
+        v[j] = x;
+    }
+}
+
+/* Index of the first of p[0..n) not below x (p ascending). */
+static size_t lower_i64(const int64_t *p, size_t n, int64_t x)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (p[mid] < x) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+#define SWEEP_STACK 32 /* boxes whose scratch fits on the stack */
+
 static int64_t sweep(const cbox *const *bx, size_t n, uint32_t d, uint32_t nd, int pred)
 {
     if (n == 0) return 0;
     if (d == nd) return leaf_pred(bx, n, pred);
     if (n == 1) return leaf_pred(bx, 1, pred) ? box_vol(bx[0], d, nd) : 0;
-    int64_t *pts = rs_xmalloc(2 * n * sizeof *pts);
+    /* every box with one extent along d (replicas, or a split along a later dim): one slab */
+    size_t same = 1;
+    while (same < n && bx[same]->lo[d] == bx[0]->lo[d] && bx[same]->hi[d] == bx[0]->hi[d]) same++;
+    if (same == n) return bx[0]->hi[d] > bx[0]->lo[d] ? (bx[0]->hi[d] - bx[0]->lo[d]) * sweep(bx, n, d + 1, nd, pred) : 0;
+    /* scratch: the breakpoints (2n), the boxes in order of their start and the active ones (n each), a
+     * bucket per breakpoint (2n + 1) */
+    int64_t pbuf[2 * SWEEP_STACK];
+    const cbox *bbuf[2 * SWEEP_STACK];
+    uint32_t cbuf[2 * SWEEP_STACK + 1];
+    int small = n <= SWEEP_STACK;
+    int64_t *pts = small ? pbuf : rs_xmalloc(2 * n * sizeof *pts);
+    const cbox **start = small ? bbuf : rs_xmalloc(2 * n * sizeof *start), **act = start + n;
+    uint32_t *cnt = small ? cbuf : rs_xmalloc((2 * n + 1) * sizeof *cnt);
     for (size_t i = 0; i < n; i++) {
         pts[2 * i] = bx[i]->lo[d];
         pts[2 * i + 1] = bx[i]->hi[d];
     }
-    sort_(pts, 2 * n, sizeof *pts, cmp_i64);
+    sort_i64(pts, 2 * n);
     size_t np = 0;
     for (size_t i = 0; i < 2 * n; i++)
         if (np == 0 || pts[i] != pts[np - 1]) pts[np++] = pts[i];
-    const cbox **act = rs_xmalloc(n * sizeof *act);
-    int64_t vol = 0;
-    size_t prev_na = 0;
-    int prev_valid = 0;
-    int64_t prev_v = 0;
-    const cbox **prev_act = rs_xmalloc(n * sizeof *prev_act);
+    /* the boxes by start: a stable counting sort over the breakpoints */
+    memset(cnt, 0, (np + 1) * sizeof *cnt);
+    for (size_t i = 0; i < n; i++) cnt[lower_i64(pts, np, bx[i]->lo[d]) + 1]++;
+    for (size_t k = 0; k < np; k++) cnt[k + 1] += cnt[k];
+    for (size_t i = 0; i < n; i++) start[cnt[lower_i64(pts, np, bx[i]->lo[d])]++] = bx[i];
+    /* slab by slab, the active boxes (those with lo <= x0 and hi >= x1) kept up to date: boxes ending at x0
+     * leave, boxes starting there join; while the set stays the same, so does the cross-section */
+    int64_t vol = 0, v = 0;
+    size_t na = 0, s = 0;
+    int valid = 0;
     for (size_t k = 0; k + 1 < np; k++) {
         int64_t x0 = pts[k], x1 = pts[k + 1];
-        size_t na = 0;
-        for (size_t i = 0; i < n; i++)
-            if (bx[i]->lo[d] <= x0 && bx[i]->hi[d] >= x1) act[na++] = bx[i];
+        size_t w = 0;
+        for (size_t j = 0; j < na; j++)
+            if (act[j]->hi[d] > x0) act[w++] = act[j];
+        int changed = w != na;
+        na = w;
+        for (; s < n && start[s]->lo[d] == x0; s++)
+            if (start[s]->hi[d] > x0) act[na++] = start[s], changed = 1;
         if (!na) {
-            prev_valid = 0;
+            valid = 0;
             continue;
         }
-        int64_t v;
-        /* consecutive slabs with the same active set have the same cross-section */
-        if (prev_valid && na == prev_na && !memcmp(act, prev_act, na * sizeof *act))
-            v = prev_v;
-        else {
+        if (changed || !valid) {
             v = sweep(act, na, d + 1, nd, pred);
-            memcpy(prev_act, act, na * sizeof *act);
-            prev_na = na;
-            prev_v = v;
-            prev_valid = 1;
+            valid = 1;
         }
         vol += (x1 - x0) * v;
     }
-    free(prev_act);
-    free(act);
-    free(pts);
+    if (!small) {
+        free(cnt);
+        free(start);
+        free(pts);
+    }
     return vol;
 }
 

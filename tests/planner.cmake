@@ -4,6 +4,7 @@
 #   planner_prop         4000 random layouts: plan + verify, every 4th replayed on the reference executor
 #   planner_mutate       damaged plans: the verifier must reject every one the executor finds wrong
 #   planner_determinism  the same layout twice gives byte-identical plans
+#   planner_bound        the cost model's lower bound (box unions) against counting elements, 1000 layouts
 # A failing random case prints its seed; rerun it with `test_planner prop 1 SEED`.
 set(RS_PLANNER_TEST_DIR ${CMAKE_CURRENT_SOURCE_DIR}/planner)
 add_executable(test_planner ${RS_PLANNER_TEST_DIR}/test_planner.c ${RS_PLANNER_TEST_DIR}/lb.c
@@ -14,13 +15,14 @@ add_test(NAME planner_unit COMMAND test_planner unit)
 add_test(NAME planner_prop COMMAND test_planner prop 4000 1)
 add_test(NAME planner_mutate COMMAND test_planner mutate 600 7)
 add_test(NAME planner_determinism COMMAND test_planner determinism)
+add_test(NAME planner_bound COMMAND test_planner bound 1000 1)
 # the verifier's work on the scaled DeepSeek-V3 example is the same for the plan and two decoded copies of
 # it at other addresses (162 k descriptors: more than the verifier's descriptor-cache slots)
 set(RS_VW_LAYOUT ${PROJECT_SOURCE_DIR}/examples/deepseek-v3-h100.layout)
 add_test(NAME planner_verify_work COMMAND sh -c
          "exec \"$0\" verify-work \"$1\" $(sed -n 's/^# replay-args://p' \"$1\")"
          $<TARGET_FILE:test_planner> ${RS_VW_LAYOUT})
-set_tests_properties(planner_unit planner_prop planner_mutate planner_determinism planner_verify_work PROPERTIES LABELS planner)
+set_tests_properties(planner_unit planner_prop planner_mutate planner_determinism planner_bound planner_verify_work PROPERTIES LABELS planner)
 
 # Golden dumps of small layouts (tests/golden/NAME.layout -> tests/golden/NAME.dump): compile, verify,
 # `reshardc dump`, compare. Refresh after an intended planner change with ONE command, then review:

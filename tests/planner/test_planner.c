@@ -1,12 +1,13 @@
 /* test_planner.c - planner tests: hand-built layouts with specific expectations (unit), random layouts
  * compiled, verified and replayed on the reference executor (prop), random damage to valid plans that
  * the whole-plan verifier must catch whenever the executor sees wrong results (mutate), and byte-identical
- * output for the same input (determinism). Usage: test_planner unit | prop N SEED | mutate N SEED |
- * determinism. A failing random case prints its seed. */
+ * output for the same input (determinism), and the cost model's lower bound against counting elements
+ * (bound). Usage: test_planner unit | prop N SEED | bound N SEED | mutate N SEED | determinism. A failing random case prints its seed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cost.h"
 #include "gen.h"
 #include "interp.h"
 #include "lb.h"
@@ -816,6 +817,94 @@ static int run_prop(uint64_t n, uint64_t seed0)
     return failures;
 }
 
+/* ---- the cost model's lower bound against element counting ---- */
+
+/* Mark in m[dom * ne + e] (bit `bit`) every element of tensor t that a rank of domain dom holds (side). */
+static void mark_side(const rs_layout *L, uint32_t t, rs_side side, uint8_t *m, uint64_t ne, uint8_t bit)
+{
+    const rs_tensor *T = &L->tensors[t];
+    uint32_t b = T->piece_begin + (side == RS_SRC ? 0 : T->nsrc), e = b + (side == RS_SRC ? T->nsrc : T->ndst);
+    for (uint32_t pi = b; pi < e; pi++) {
+        const rs_piece *p = &L->pieces[pi];
+        const rs_mesh *M = &L->meshes[p->mesh];
+        for (uint32_t lin = 0; lin < M->nranks; lin++) {
+            int64_t coord[RS_MAX_DIMS], lo[RS_MAX_DIMS], hi[RS_MAX_DIMS], x[RS_MAX_DIMS];
+            rs_mesh_coord(M, lin, coord);
+            if (!rs_piece_holds(L, p, coord) || rs_piece_block(L, p, coord, lo, hi) <= 0) continue;
+            uint32_t dom = L->topo.domain_of[M->ranks[lin]];
+            memcpy(x, lo, sizeof x);
+            for (;;) {
+                uint64_t at = 0;
+                for (uint32_t d = 0; d < T->ndim; d++) at = at * (uint64_t)T->shape[d] + (uint64_t)x[d];
+                m[dom * ne + at] |= bit;
+                int d = (int)T->ndim - 1;
+                for (; d >= 0; d--) {
+                    if (++x[d] < hi[d]) break;
+                    x[d] = lo[d];
+                }
+                if (d < 0) break;
+            }
+        }
+    }
+}
+
+/* rs_cost_lower_bound's byte totals (box unions per tensor and domain) against counting every element of
+ * random layouts, some with wide meshes (many boxes per union). */
+static int run_bound(uint64_t n, uint64_t seed0)
+{
+    for (uint64_t seed = seed0; seed < seed0 + n; seed++) {
+        rs_layout L;
+        gen_opts go = {seed % 3 ? 24 : 160, 4, seed % 3 ? 12 : 40};
+        gen_layout(&L, seed, &go);
+        rs_cost_params cp;
+        rs_cost_params_default(&cp, &L.topo);
+        rs_cost_bound b;
+        char err[256];
+        if (rs_cost_lower_bound(&L, &cp, &b, err, sizeof err)) {
+            fprintf(stderr, "bound seed %llu: %s\n", (unsigned long long)seed, err);
+            failures++;
+            rs_layout_free(&L);
+            continue;
+        }
+        uint64_t need = 0, model = 0, distinct = 0;
+        uint32_t nd = L.topo.ndomains;
+        for (uint32_t t = 0; t < L.ntensors; t++) {
+            const rs_tensor *T = &L.tensors[t];
+            uint64_t ne = 1, es = (uint64_t)rs_dtype_size(T->dtype);
+            for (uint32_t d = 0; d < T->ndim; d++) ne *= (uint64_t)T->shape[d];
+            uint8_t *m = rs_xcalloc(nd * ne + 1, 1); /* bit 1: a domain needs it, bit 2: holds it */
+            mark_side(&L, t, RS_DST, m, ne, 1);
+            mark_side(&L, t, RS_SRC, m, ne, 2);
+            for (uint64_t e = 0; e < ne; e++) {
+                int any = 0, unheld = 0;
+                for (uint32_t a = 0; a < nd; a++) {
+                    uint8_t v = m[a * ne + e];
+                    any |= v & 1;
+                    if (v == 1) {
+                        unheld = 1;
+                        need += es;
+                    }
+                }
+                model += any ? es : 0;
+                distinct += unheld ? es : 0;
+            }
+            free(m);
+        }
+        if (b.need_bytes != need || b.model_bytes != model || b.distinct_bytes != distinct) {
+            fprintf(stderr,
+                    "bound seed %llu: need %llu (counted %llu), model %llu (%llu), distinct %llu (%llu)\n",
+                    (unsigned long long)seed, (unsigned long long)b.need_bytes, (unsigned long long)need,
+                    (unsigned long long)b.model_bytes, (unsigned long long)model,
+                    (unsigned long long)b.distinct_bytes, (unsigned long long)distinct);
+            failures++;
+        }
+        rs_layout_free(&L);
+    }
+    printf("bound: %llu random layouts from seed %llu, %d failures\n", (unsigned long long)n,
+           (unsigned long long)seed0, failures);
+    return failures;
+}
+
 /* ---- the verifier bites ---- */
 
 static uint64_t rnd_state;
@@ -1073,8 +1162,9 @@ int main(int argc, char **argv)
     if (argc >= 2 && !strcmp(argv[1], "determinism")) return run_determinism() != 0;
     if (argc >= 3 && !strcmp(argv[1], "verify-work")) return run_verify_work(argc, argv) != 0;
     if (argc >= 4 && !strcmp(argv[1], "prop")) return run_prop(strtoull(argv[2], 0, 0), strtoull(argv[3], 0, 0)) != 0;
+    if (argc >= 4 && !strcmp(argv[1], "bound")) return run_bound(strtoull(argv[2], 0, 0), strtoull(argv[3], 0, 0)) != 0;
     if (argc >= 4 && !strcmp(argv[1], "mutate"))
         return run_mutate(strtoull(argv[2], 0, 0), strtoull(argv[3], 0, 0)) != 0;
-    fprintf(stderr, "usage: test_planner unit | determinism | prop N SEED | mutate N SEED | verify-work LAYOUT [-D N=V]...\n");
+    fprintf(stderr, "usage: test_planner unit | determinism | prop N SEED | bound N SEED | mutate N SEED | verify-work LAYOUT [-D N=V]...\n");
     return 2;
 }

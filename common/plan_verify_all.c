@@ -222,6 +222,14 @@ static void vp_build(vctx *c, vpiece *v)
         frad[nf] = vals[i + 1] / w;
         ftau[nf] = (int64_t)((uint64_t)(w / SA[d + 1]) * tstr[d + 1]);
         fphi[nf] = (int64_t)((uint64_t)(w / SB[j + 1]) * (uint64_t)bstride[j]);
+        /* a dim contiguous with the next one in both the buffer and the tensor joins it (a block of whole
+         * rows of the tensor is then one dim: affine divides once per F dim) */
+        if (nf && fphi[nf - 1] == frad[nf] * fphi[nf] && ftau[nf - 1] == frad[nf] * ftau[nf]) {
+            frad[nf - 1] *= frad[nf];
+            fphi[nf - 1] = fphi[nf];
+            ftau[nf - 1] = ftau[nf];
+            continue;
+        }
         nf++;
     }
     /* appended to the pool (which may move: blo.. are not used below) */
@@ -2856,7 +2864,8 @@ static void td_boxes(vctx *c, const vpiece *v, const rs_desc *td, vbox_vec *out)
                 m /= (uint64_t)t->shape[d];
                 d--;
             } else {
-                ok = 0;
+                ok = 0; /* it wraps into the next index of an outer dim: split below */
+                break;
             }
         }
     }

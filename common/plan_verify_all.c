@@ -116,6 +116,7 @@ typedef struct {
     desc_vec slice_a, slice_b;
     vseg_vec ld, ls;
     prov_vec pv;
+    prov_vec msg, unp; /* a message's content (do_transfer), an UNPACK's sources (do_phase3) */
     rs_vec(pent) tw, tnew, tout; /* staging writes of a step or message; one page's new and merged entries */
     uint64_t budget;
     /* error context */
@@ -1373,6 +1374,8 @@ static void free_all(vctx *c, vglob *g)
     rs_vec_free(&c->ld);
     rs_vec_free(&c->ls);
     rs_vec_free(&c->pv);
+    rs_vec_free(&c->msg);
+    rs_vec_free(&c->unp);
     rs_vec_free(&c->tw);
     rs_vec_free(&c->tnew);
     rs_vec_free(&c->tout);
@@ -2609,7 +2612,7 @@ static int do_phase3(vctx *c, uint32_t r, uint32_t s)
 {
     const rs_rank_prog *g = &c->P->ranks[r];
     const rs_step *st = &g->steps[s];
-    prov_vec all = {0};
+    prov_vec *all = &c->unp;
     int rc = 0;
     for (uint32_t k = 0; k < st->nops && !rc; k++) {
         uint32_t oi = st->op_begin + k;
@@ -2619,7 +2622,7 @@ static int do_phase3(vctx *c, uint32_t r, uint32_t s)
         rs_desc sdb_, ddb_;
         const rs_desc *sd = rs_prog_desc(g, o->src, &sdb_), *dd = rs_prog_desc(g, o->dst, &ddb_);
         /* the staging runs of the source, in stream order, and what they hold */
-        all.n = 0;
+        all->n = 0;
         uint64_t run = sd->count[sd->ndim - 1];
         if (!run) {
             if (dbytes(dd)) c->cov_off = 1; /* coverage would decompose dd: it must do so itself */
@@ -2639,15 +2642,14 @@ static int do_phase3(vctx *c, uint32_t r, uint32_t s)
                            (unsigned long long)off, (unsigned long long)(off + run));
                 break;
             }
-            for (size_t i = 0; i < c->pv.n; i++) rs_vec_push(&all, c->pv.v[i]);
+            for (size_t i = 0; i < c->pv.n; i++) rs_vec_push(all, c->pv.v[i]);
             for (int i = (int)sd->ndim - 2; i >= 0; i--) {
                 if (++idx[i] < sd->count[i]) break;
                 idx[i] = 0;
             }
         }
-        if (!rc) rc = unpack_like(c, r, dd, &all);
+        if (!rc) rc = unpack_like(c, r, dd, all);
     }
-    rs_vec_free(&all);
     return rc;
 }
 
@@ -2655,24 +2657,24 @@ static int do_phase3(vctx *c, uint32_t r, uint32_t s)
 static int do_transfer(vctx *c, uint32_t a, uint32_t so, uint32_t b, uint32_t ro, uint32_t rstep)
 {
     const rs_op *x = &c->P->ranks[a].ops[so], *y = &c->P->ranks[b].ops[ro];
-    prov_vec content = {0};
+    prov_vec *content = &c->msg;
+    content->n = 0;
     if (!x->bytes) return 0;
     if (x->loc == RS_LOC_STAGING) {
-        if (tquery(c, a, x->off, x->off + x->bytes, &content)) {
-            rs_vec_free(&content);
+        if (tquery(c, a, x->off, x->off + x->bytes, content)) {
             return vfail(c, "rank %u sends staging bytes %llu..%llu to rank %u that hold no data", a,
                          (unsigned long long)x->off, (unsigned long long)(x->off + x->bytes), b);
         }
     } else {
         prov p = {a, x->loc, RS_NONE, x->off, x->bytes};
-        rs_vec_push(&content, p);
+        rs_vec_push(content, p);
     }
     int rc = 0;
     if (y->loc == RS_LOC_STAGING) {
         uint64_t at = y->off;
         c->tw.n = 0;
-        for (size_t i = 0; i < content.n; i++) {
-            const prov *q = &content.v[i];
+        for (size_t i = 0; i < content->n; i++) {
+            const prov *q = &content->v[i];
             pent e = {at, q->pos, q->len, q->d, q->src, q->loc};
             if (q->len) rs_vec_push(&c->tw, e);
             at += q->len;
@@ -2687,9 +2689,8 @@ static int do_transfer(vctx *c, uint32_t a, uint32_t so, uint32_t b, uint32_t ro
         dd.count[0] = y->bytes;
         dd.stride[0] = 1;
         c->cur_rank = b, c->cur_step = rstep, c->cur_op = ro;
-        rc = unpack_like(c, b, &dd, &content);
+        rc = unpack_like(c, b, &dd, content);
     }
-    rs_vec_free(&content);
     return rc;
 }
 

@@ -268,8 +268,12 @@ static int build_pieces(vctx *c)
     for (uint32_t r = 0; r < c->world; r++) {
         const rs_rank_prog *g = &c->P->ranks[r];
         bl[r] = rs_xmalloc((g->nbindings + 1) * sizeof **bl);
-        for (uint32_t i = 0; i < g->nbindings; i++) bl[r][i] = (uint64_t)g->bindings[i].buffer << 32 | i;
-        if (g->nbindings > 1) qsort(bl[r], g->nbindings, sizeof **bl, u64_cmp);
+        int sorted = 1; /* (the planner binds in buffer order) */
+        for (uint32_t i = 0; i < g->nbindings; i++) {
+            bl[r][i] = (uint64_t)g->bindings[i].buffer << 32 | i;
+            if (i && bl[r][i] < bl[r][i - 1]) sorted = 0;
+        }
+        if (!sorted) qsort(bl[r], g->nbindings, sizeof **bl, u64_cmp);
     }
     rs_vec(vpiece) vp = {0};
     rs_vec(vp_rec) recs = {0};

@@ -219,14 +219,41 @@ static int pop_group_ok(const pl_pop *p, uint64_t m0, uint64_t m1)
     return rs_dims_group_chunk(n, cnt, str, off, m) != 0;
 }
 
+/* When x can only join y as a new outer dim of two (try_extend's last case: y and x have as many dims on
+ * each side, more than one dim in all), is it certain that the result does not split into pieces inside
+ * one member of a group side s (m[s] its member bytes)? That is so when the new dim steps inside a member
+ * (by less than m[s], or not by whole members) while y already steps across members on that side
+ * (rs_dims_member_chunk: no member-stepping dim inside a member-local one). A step back also fails. On
+ * DeepSeek-V3 this turns away 0.8 M of the 1.0 M such joins of expert packs without building them. */
+static int new_dim_splits_member(const pl_pop *y, const pl_pop *x, const uint64_t m[2])
+{
+    if (y->nd[0] != x->nd[0] || y->nd[1] != x->nd[1] || (y->nd[0] == 1 && y->nd[1] == 1)) return 0;
+    for (int s = 0; s < 2; s++) {
+        if (!m[s]) continue;
+        if (x->off[s] < y->off[s]) return 1;
+        uint64_t delta = x->off[s] - y->off[s];
+        if (delta >= m[s] && delta % m[s] == 0) continue; /* steps by whole members */
+        const uint32_t *cnt = pl_pcnt_c(y, s);
+        const uint64_t *str = pl_pstr_c(y, s);
+        int across = 0;
+        for (uint32_t i = 0; i < y->nd[s]; i++) {
+            if (cnt[i] == 0) return 0; /* (nothing moves: any split will do) */
+            if (cnt[i] > 1 && str[i] >= m[s]) across = 1;
+        }
+        if (across) return 1;
+    }
+    return 0;
+}
+
 /* try_extend, keeping an op on a buffer group splittable at member boundaries. y is a copy (fold's): when
  * this returns 0 it may have been changed all the same. */
 static int extend(const pl_ctx *c, const pl_stepb *b, pl_pop *y, const pl_pop *x)
 {
+    if (!c->bind_mb) return try_extend(y, x, c->o->strided_reads);
+    uint64_t m[2] = {pl_loc_mbytes(c, b->rank, y->loc[0]), pl_loc_mbytes(c, b->rank, y->loc[1])};
+    if ((m[0] || m[1]) && new_dim_splits_member(y, x, m)) return 0;
     if (!try_extend(y, x, c->o->strided_reads)) return 0;
-    if (!c->bind_mb) return 1;
-    uint64_t m0 = pl_loc_mbytes(c, b->rank, y->loc[0]), m1 = pl_loc_mbytes(c, b->rank, y->loc[1]);
-    return !(m0 || m1) || pop_group_ok(y, m0, m1);
+    return !(m[0] || m[1]) || pop_group_ok(y, m[0], m[1]);
 }
 
 static inline uint32_t mslot_hash(uint32_t sloc, uint32_t dloc, uint32_t tag)

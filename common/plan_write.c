@@ -29,11 +29,16 @@ static inline void put_u8(bytes_t *b, uint8_t v)
 static inline void put_uv(bytes_t *b, uint64_t v)
 {
     rs_vec_reserve(b, 10);
+    /* through a local pointer and count: a byte stored through b->v may alias b->n, which the compiler
+     * then reloads and stores again for every byte */
+    uint8_t *p = b->v + b->n;
+    size_t k = 0;
     while (v >= 0x80) {
-        b->v[b->n++] = (uint8_t)(v | 0x80);
+        p[k++] = (uint8_t)(v | 0x80);
         v >>= 7;
     }
-    b->v[b->n++] = (uint8_t)v;
+    p[k++] = (uint8_t)v;
+    b->n += k;
 }
 static inline void put_sv(bytes_t *b, int64_t v) { put_uv(b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63)); }
 static void put_u64(bytes_t *b, uint64_t v)

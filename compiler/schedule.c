@@ -547,11 +547,6 @@ static void close_step_merges(pl_ctx *c, pl_stepb *b)
     b->mcap = b->mn = 0;
 }
 
-static void close_merges(pl_ctx *c)
-{
-    for (size_t i = 0; i < c->steps.n; i++) close_step_merges(c, &c->steps.v[i]);
-}
-
 /* ---- segments ---- */
 
 /* A step's out and in lists hold about one item each (2.7 M segments over 2.5 M step builders on the 2.5 T
@@ -2306,6 +2301,11 @@ static void build_rank(pl_ctx *c, uint32_t r)
         o.g->ndescs = 0;
         o.g->dpool_n = 0;
         rs_prog_desc_reserve(o.g, (uint32_t)(4 * npop + 1), 16 * (uint64_t)npop + 8);
+        /* the interning table at once at its size for two descriptors an op (it was rehashed as it grew) */
+        uint32_t cap = 4096;
+        while (cap < 4 * npop + 2 && cap < (1u << 30)) cap *= 2;
+        o.dtab = rs_xcalloc(cap, sizeof *o.dtab);
+        o.dmask = cap - 1;
     }
     int32_t last_net_waited = -1, last_nvl_waited = -1;
     round_prog nvl_prog = {{0}}, net_prog = {{0}};
@@ -2511,7 +2511,8 @@ void pl_tensor_planned(pl_ctx *c)
 int pl_finalize(pl_ctx *c, rs_plan *out)
 {
     rs_assert(c->pseq == c->pflow.n && out == c->out);
-    close_merges(c);
+    /* (each rank's steps close their merges as it is built: a pass over every step builder here only
+     * read them all from memory once more) */
     free_pass_state(c);
     c->st->rounds = c->nrounds;
     for (uint32_t r = 0; r < c->world; r++)

@@ -277,6 +277,15 @@ static int build_pieces(vctx *c)
     }
     rs_vec(vpiece) vp = {0};
     rs_vec(vp_rec) recs = {0};
+    {
+        /* room for a piece on every rank of its mesh (at most: pins and empty blocks leave some out;
+         * pages never written cost nothing, while growing by doubling copied and touched twice the room) */
+        uint64_t most = 0;
+        for (uint32_t pi = 0; pi < L->npieces; pi++) most += L->meshes[L->pieces[pi].mesh].nranks;
+        if (most > (1u << 24)) most = 1u << 24;
+        rs_vec_reserve(&vp, (size_t)most + 1);
+        rs_vec_reserve(&recs, (size_t)most + 1);
+    }
     int64_t coord[VND], lo[VND], hi[VND];
     for (uint32_t pi = 0; pi < L->npieces; pi++) {
         const rs_piece *p = &L->pieces[pi];
@@ -2878,8 +2887,29 @@ static void td_boxes(vctx *c, const vpiece *v, const rs_desc *td, vbox_vec *out)
         rs_vec_push(out, b);
         return;
     }
-    /* split: the outermost dim, or the run in two halves along a row */
+    /* split: the outermost dim (cut where it runs past the end of a tensor dim, else index by index), or the
+     * run in two along a row */
     if (n > 1) {
+        /* the outermost dim steps along one tensor dim and runs past its end (the (expert, gate / up)
+         * pairs of a stacked w13, one refinement dim): cut it there, a head up to the end of that dim, whole
+         * runs of it, a tail, each a box with what is inside (a box per index was 3x the boxes on
+         * DeepSeek-V3) */
+        int d = (int)nd - 1;
+        while (d >= 0 && T[d + 1] < str[0]) d--;
+        if (cnt[0] > 2 && d >= 0 && T[d + 1] == str[0]) {
+            uint64_t S = (uint64_t)t->shape[d], m0 = cnt[0], cut = 0;
+            if (start[d]) cut = S - (uint64_t)start[d];
+            else if (m0 > S && m0 % S) cut = m0 - m0 % S;
+            if (cut > 0 && cut < m0) {
+                rs_desc a = *td, bb = *td;
+                a.count[0] = cut;
+                bb.offset += cut * td->stride[0];
+                bb.count[0] = m0 - cut;
+                td_boxes(c, v, &a, out);
+                td_boxes(c, v, &bb, out);
+                return;
+            }
+        }
         rs_desc sub = *td;
         memmove(sub.count, sub.count + 1, (n - 1) * sizeof sub.count[0]);
         memmove(sub.stride, sub.stride + 1, (n - 1) * sizeof sub.stride[0]);

@@ -2576,6 +2576,14 @@ static int unpack_like(vctx *c, uint32_t r, const rs_desc *dst, const prov_vec *
     return rc;
 }
 
+/* The descriptors of a step's op a little ahead (a step's first ops find its rank's program cold). */
+static inline void desc_prefetch(const rs_rank_prog *g, const rs_op *o)
+{
+    if (o->code != RS_OP_PACK && o->code != RS_OP_UNPACK && o->code != RS_OP_COPY) return;
+    __builtin_prefetch(g->dpool + g->doff[o->src]);
+    __builtin_prefetch(g->dpool + g->doff[o->dst]);
+}
+
 static int do_phase1(vctx *c, uint32_t r, uint32_t s)
 {
     const rs_rank_prog *g = &c->P->ranks[r];
@@ -2585,6 +2593,7 @@ static int do_phase1(vctx *c, uint32_t r, uint32_t s)
         uint32_t oi = st->op_begin + k;
         const rs_op *o = &g->ops[oi];
         c->cur_rank = r, c->cur_step = s, c->cur_op = oi;
+        if (k + 2 < st->nops) desc_prefetch(g, &g->ops[oi + 2]);
         if (o->code == RS_OP_PACK) {
             rs_desc ddb_;
             const rs_desc *dd = rs_prog_desc(g, o->dst, &ddb_);
@@ -2630,6 +2639,7 @@ static int do_phase3(vctx *c, uint32_t r, uint32_t s)
     for (uint32_t k = 0; k < st->nops && !rc; k++) {
         uint32_t oi = st->op_begin + k;
         const rs_op *o = &g->ops[oi];
+        if (k + 2 < st->nops) desc_prefetch(g, &g->ops[oi + 2]);
         if (o->code != RS_OP_UNPACK) continue;
         c->cur_rank = r, c->cur_step = s, c->cur_op = oi;
         rs_desc sdb_, ddb_;

@@ -816,9 +816,9 @@ static uint64_t affine_prefix(const vctx *c, const vpiece *v, uint64_t rel, uint
 /* Decompose one desc (bytes, element aligned) of (rank, loc) into pieces and tensor descs. */
 static int dec_desc(vctx *c, uint32_t rank, uint32_t loc, const rs_desc *d0, vseg_vec *out, int depth)
 {
-    rs_desc cur = *d0; /* the rest of a run is taken in a loop (a long run over many pieces would otherwise
+    rs_desc cur; /* the rest of a run is taken in a loop (a long run over many pieces would otherwise
                           recurse once per piece) */
-    const rs_desc *d = &cur;
+    const rs_desc *d = d0; /* (copied into cur only when the loop goes on: most descs map whole) */
 again:
     if (d->ndim == 0) return 0;
     if (++c->budget > 400000000ull) return vfail(c, "verification budget exhausted (plan too irregular)");
@@ -851,10 +851,12 @@ again:
     e.count[e.ndim - 1] /= es;
     uint64_t rel = e.offset - v->box_off;
     if (e.offset >= v->box_off) {
-        rs_desc td;
-        if (affine(c, v, &e, rel, &td)) {
-            vseg s = {vi, len, td};
-            rs_vec_push(out, s);
+        rs_vec_reserve(out, 1); /* (the image is written in place: no copy of the desc) */
+        vseg *sg = &out->v[out->n];
+        if (affine(c, v, &e, rel, &sg->td)) {
+            sg->vp = vi;
+            sg->len = len;
+            out->n++;
             return 0;
         }
     }
@@ -910,6 +912,7 @@ again:
                 }
                 vseg sg = {vi, dbytes(&pre), td};
                 rs_vec_push(out, sg);
+                if (d != &cur) cur = *d, d = &cur;
                 cur.offset += pre.count[k] * d->stride[k];
                 cur.count[k] -= pre.count[k];
                 goto again;
@@ -957,6 +960,7 @@ again:
     }
     pre.count[0] = lo * es;
     if (dec_desc(c, rank, loc, &pre, out, depth + 1)) return -1;
+    if (d != &cur) cur = *d, d = &cur;
     cur.offset += lo * es;
     cur.count[0] -= lo * es;
     goto again;

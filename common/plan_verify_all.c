@@ -1066,10 +1066,13 @@ static int check_delivery(vctx *c, uint32_t drank, const vseg_vec *ld, uint64_t 
         cd.stride[0] = 1;
         if (decompose(c, p->src, p->loc, &cd, 0, p->len, &c->ls)) return -1;
     } else {
-        /* a whole source desc maps to one tensor desc most of the time: decompose it once */
+        /* a whole source desc maps to one tensor desc most of the time: decompose it once (the desc
+         * itself is read only when it is not cached, or its slice does not map as one) */
         rs_desc pd;
-        rs_prog_desc(&c->P->ranks[p->src], p->d, &pd);
+        int have_pd = 0;
         if (!dcache_has(ce, p)) {
+            rs_prog_desc(&c->P->ranks[p->src], p->d, &pd);
+            have_pd = 1;
             ce->d = p->d;
             ce->rank = p->src;
             ce->vp_nd = 0;
@@ -1103,8 +1106,9 @@ static int check_delivery(vctx *c, uint32_t drank, const vseg_vec *ld, uint64_t 
             sg->vp = ce->vp_nd >> 8;
             sg->len = p->len;
             c->ls.n = 1;
-        } else if (decompose(c, p->src, p->loc, &pd, p->pos, p->len, &c->ls)) {
-            return -1;
+        } else {
+            if (!have_pd) rs_prog_desc(&c->P->ranks[p->src], p->d, &pd);
+            if (decompose(c, p->src, p->loc, &pd, p->pos, p->len, &c->ls)) return -1;
         }
     }
     /* walk the destination segments overlapping [du, du + len) */

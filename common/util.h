@@ -62,6 +62,8 @@ static inline uint64_t rs_gcd_u64(uint64_t a, uint64_t b)
 uint64_t rs_hash64(const void *data, size_t len, uint64_t seed);
 /* CRC32C (Castagnoli), used per section in plan.bin. */
 uint32_t rs_crc32c(uint32_t crc, const void *data, size_t len);
+/* The same from tables on any CPU (rs_crc32c uses the CPU's instruction where it has one; tests compare). */
+uint32_t rs_crc32c_portable(uint32_t crc, const void *data, size_t len);
 
 #ifdef __cplusplus
 }

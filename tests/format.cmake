@@ -39,7 +39,7 @@ target_include_directories(rs_fmt_fixture PUBLIC ${RS_FMT_DIR})
 
 add_executable(format_codec ${RS_FMT_DIR}/test_codec.c)
 target_link_libraries(format_codec PRIVATE rs_fmt_fixture)
-foreach(t roundtrip truncation header sections textmode resealed mutate longnames descs)
+foreach(t roundtrip truncation header sections textmode resealed mutate longnames descs crc)
   add_test(NAME format_${t} COMMAND format_codec ${t})
 endforeach()
 

@@ -816,9 +816,10 @@ static uint64_t affine_prefix(const vctx *c, const vpiece *v, uint64_t rel, uint
 /* Decompose one desc (bytes, element aligned) of (rank, loc) into pieces and tensor descs. */
 static int dec_desc(vctx *c, uint32_t rank, uint32_t loc, const rs_desc *d0, vseg_vec *out, int depth)
 {
-    rs_desc cur; /* the rest of a run is taken in a loop (a long run over many pieces would otherwise
-                          recurse once per piece) */
-    const rs_desc *d = d0; /* (copied into cur only when the loop goes on: most descs map whole) */
+    /* the rest of a run is taken in a loop (a long run over many pieces would otherwise recurse once per
+     * piece), in cur: d0 is copied there only when the loop goes on (most descs map whole) */
+    rs_desc cur;
+    const rs_desc *d = d0;
 again:
     if (d->ndim == 0) return 0;
     if (++c->budget > 400000000ull) return vfail(c, "verification budget exhausted (plan too irregular)");

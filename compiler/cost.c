@@ -313,14 +313,14 @@ static int64_t sweep(const cbox *const *bx, size_t n, uint32_t d, uint32_t nd, i
     while (same < n && bx[same]->lo[d] == bx[0]->lo[d] && bx[same]->hi[d] == bx[0]->hi[d]) same++;
     if (same == n) return bx[0]->hi[d] > bx[0]->lo[d] ? (bx[0]->hi[d] - bx[0]->lo[d]) * sweep(bx, n, d + 1, nd, pred) : 0;
     /* scratch: the breakpoints (2n), the boxes in order of their start and the active ones (n each), a
-     * bucket per breakpoint (2n + 1) */
+     * bucket per breakpoint (2n + 1) and each box's start breakpoint (n) */
     int64_t pbuf[2 * SWEEP_STACK];
     const cbox *bbuf[2 * SWEEP_STACK];
-    uint32_t cbuf[2 * SWEEP_STACK + 1];
+    uint32_t cbuf[3 * SWEEP_STACK + 1];
     int small = n <= SWEEP_STACK;
     int64_t *pts = small ? pbuf : rs_xmalloc(2 * n * sizeof *pts);
     const cbox **start = small ? bbuf : rs_xmalloc(2 * n * sizeof *start), **act = start + n;
-    uint32_t *cnt = small ? cbuf : rs_xmalloc((2 * n + 1) * sizeof *cnt);
+    uint32_t *cnt = small ? cbuf : rs_xmalloc((3 * n + 1) * sizeof *cnt), *at = cnt + 2 * n + 1;
     for (size_t i = 0; i < n; i++) {
         pts[2 * i] = bx[i]->lo[d];
         pts[2 * i + 1] = bx[i]->hi[d];
@@ -331,9 +331,9 @@ static int64_t sweep(const cbox *const *bx, size_t n, uint32_t d, uint32_t nd, i
         if (np == 0 || pts[i] != pts[np - 1]) pts[np++] = pts[i];
     /* the boxes by start: a stable counting sort over the breakpoints */
     memset(cnt, 0, (np + 1) * sizeof *cnt);
-    for (size_t i = 0; i < n; i++) cnt[lower_i64(pts, np, bx[i]->lo[d]) + 1]++;
+    for (size_t i = 0; i < n; i++) cnt[(at[i] = (uint32_t)lower_i64(pts, np, bx[i]->lo[d])) + 1]++;
     for (size_t k = 0; k < np; k++) cnt[k + 1] += cnt[k];
-    for (size_t i = 0; i < n; i++) start[cnt[lower_i64(pts, np, bx[i]->lo[d])]++] = bx[i];
+    for (size_t i = 0; i < n; i++) start[cnt[at[i]]++] = bx[i];
     /* slab by slab, the active boxes (those with lo <= x0 and hi >= x1) kept up to date: boxes ending at x0
      * leave, boxes starting there join; while the set stays the same, so does the cross-section */
     int64_t vol = 0, v = 0;

@@ -1654,8 +1654,8 @@ static uint32_t desc_intern(prog_out *o, uint32_t n)
 {
     rs_rank_prog *g = o->g;
     uint32_t idx = g->ndescs;
-    if (2 * ((size_t)idx + 1) > (size_t)o->dmask) {
-        uint32_t cap = o->dmask ? 2 * (o->dmask + 1) : 4096;
+    if (2 * ((size_t)idx + 1) > (size_t)o->dmask) { /* (build_rank sized it for two an op: splits may need more) */
+        uint32_t cap = 2 * (o->dmask + 1);
         while (2 * ((size_t)idx + 1) > cap - 1) cap *= 2;
         free(o->dtab);
         o->dtab = rs_xcalloc(cap, sizeof *o->dtab);

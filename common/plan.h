@@ -204,6 +204,9 @@ int rs_plan_load_file(const char *path, int rank, rs_plan *out, char *err, size_
 /* Structural checks of one rank's program: descs inside their bindings/staging, peers inside the
  * world, lanes valid, waits pointing backwards to the other lane, NVL peers in the same domain. */
 int rs_plan_verify_rank(const rs_plan *P, uint32_t rank, char *err, size_t errlen);
+/* The same with the rank's descriptors already unpacked: dt[i] == *rs_prog_desc(g, i, ...) for every i
+ * (the whole-plan verifier unpacks them once for this check and its own per-rank ones). */
+int rs_plan_verify_rank_unpacked(const rs_plan *P, uint32_t rank, const rs_desc *dt, char *err, size_t errlen);
 /* Whole-plan checks (all ranks loaded): send/recv matching per lane, peer pair, order and size;
  * deadlock freedom by simulation; every destination element written exactly once with the right
  * source element (region algebra over the layout). */

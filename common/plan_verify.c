@@ -214,6 +214,11 @@ static const char *desc_problem(const rs_rank_prog *g, const rs_desc *d, int may
 
 int rs_plan_verify_rank(const rs_plan *P, uint32_t rank, char *err, size_t errlen)
 {
+    return rs_plan_verify_rank_unpacked(P, rank, NULL, err, errlen);
+}
+
+int rs_plan_verify_rank_unpacked(const rs_plan *P, uint32_t rank, const rs_desc *dt, char *err, size_t errlen)
+{
     const rs_layout *L = &P->layout;
     const rs_topology *T = &L->topo;
     if (!P->ranks || rank >= T->world) return bad(err, errlen, "rank %u outside the world", rank);
@@ -269,13 +274,13 @@ int rs_plan_verify_rank(const rs_plan *P, uint32_t rank, char *err, size_t errle
      * unused ones at the end. used[] has two bits per descriptor: checked as a source (may overlap),
      * checked as a destination (must not); a destination check also satisfies a source use. */
     uint64_t *used = rs_xcalloc(g->ndescs / 32 + 1, sizeof *used);
-#define DESC_CHECK(i, written)                                                                     \
+#define DESC_OF(i, buf) (dt ? &dt[i] : rs_prog_desc(g, (i), (buf)))
+#define DESC_CHECK(i, d, written)                                                                  \
     do {                                                                                           \
         uint32_t i_ = (i);                                                                         \
         uint64_t bits_ = used[i_ / 32] >> (2 * (i_ % 32)) & 3;                                     \
         if (!(bits_ & 2) && !(!(written) && bits_)) {                                              \
-            rs_desc dd_;                                                                           \
-            const char *why_ = desc_problem(g, rs_prog_desc(g, i_, &dd_), !(written));             \
+            const char *why_ = desc_problem(g, (d), !(written));                                   \
             if (why_) {                                                                            \
                 free(used);                                                                        \
                 free(mbytes);                                                                      \
@@ -347,10 +352,10 @@ int rs_plan_verify_rank(const rs_plan *P, uint32_t rank, char *err, size_t errle
             case RS_OP_COPY: {
                 if (o->src >= g->ndescs || o->dst >= g->ndescs)
                     RET_OPBAD("descriptor index out of range", rank, s, oi, name);
-                DESC_CHECK(o->src, 0);
-                DESC_CHECK(o->dst, 1);
                 rs_desc ab_[2];
-                const rs_desc *a = rs_prog_desc(g, o->src, &ab_[0]), *b = rs_prog_desc(g, o->dst, &ab_[1]);
+                const rs_desc *a = DESC_OF(o->src, &ab_[0]), *b = DESC_OF(o->dst, &ab_[1]);
+                DESC_CHECK(o->src, a, 0);
+                DESC_CHECK(o->dst, b, 1);
                 int want_a_staging = o->code == RS_OP_UNPACK, want_b_staging = o->code == RS_OP_PACK;
                 if ((a->loc == RS_LOC_STAGING) != want_a_staging || (b->loc == RS_LOC_STAGING) != want_b_staging)
                     RET_OPBAD("source or destination in the wrong place", rank, s, oi, name);
@@ -371,11 +376,15 @@ int rs_plan_verify_rank(const rs_plan *P, uint32_t rank, char *err, size_t errle
 #undef OPBAD
         }
     }
-    for (uint32_t i = 0; i < g->ndescs; i++) DESC_CHECK(i, 0); /* the ones no op uses */
+    for (uint32_t i = 0; i < g->ndescs; i++) { /* the ones no op uses */
+        rs_desc db_;
+        if (!(used[i / 32] >> (2 * (i % 32)) & 3)) DESC_CHECK(i, DESC_OF(i, &db_), 0);
+    }
     free(used);
     free(mbytes);
 #undef MEMBER_BYTES
 #undef DESC_CHECK
+#undef DESC_OF
 #undef RET_BAD
 #undef RET_OPBAD
     if (next_op != g->nops) return bad(err, errlen, "rank %u: ops outside any step", rank);

@@ -130,7 +130,13 @@ typedef struct {
     uint64_t cov_budget; /* what those decompositions took of the budget */
     int cov_off;         /* incomplete (a coordinate over 32 bits, an UNPACK not simulated): decompose again */
     vbox_vec cbx;        /* scratch */
+    /* the descriptors of the rank the per-rank checks are on, unpacked once for all of them (NULL: each
+     * check unpacks what it reads) */
+    const rs_desc *dt;
 } vctx;
+
+/* Descriptor i of rank program g (the one c->dt holds, when set). */
+#define VDESC(c, g, i, buf) ((c)->dt ? &(c)->dt[i] : rs_prog_desc((g), (i), (buf)))
 
 /* A dcache entry: 128 bytes, 64-byte aligned, so that the tensor desc of a source of up to 3 dims (97 %
  * of them on DeepSeek-V3) is in the entry's first cache line: every delivery looks one up at random. */
@@ -1450,7 +1456,7 @@ static int check_alignment_rank(vctx *c, uint32_t r, u8_vec *bk, int quiet)
             }
             for (int side = 0; side < 2; side++) {
                 rs_desc db_;
-                const rs_desc *d = rs_prog_desc(g, side ? o->dst : o->src, &db_);
+                const rs_desc *d = VDESC(c, g, side ? o->dst : o->src, &db_);
                 if (d->loc == RS_LOC_STAGING) continue;
                 uint32_t es = ES_OF(d->loc);
                 int bad = d->offset % es || d->count[d->ndim - 1] % es;
@@ -1785,8 +1791,8 @@ static int step_footprint(vctx *c, const rs_rank_prog *g, uint32_t s, iv_vec *ou
     for (uint32_t k = 0; k < st->nops; k++) {
         const rs_op *o = &g->ops[st->op_begin + k];
         rs_desc db_;
-        if (o->code == RS_OP_PACK) nr += desc_nruns(rs_prog_desc(g, o->dst, &db_));
-        else if (o->code == RS_OP_UNPACK) nr += desc_nruns(rs_prog_desc(g, o->src, &db_));
+        if (o->code == RS_OP_PACK) nr += desc_nruns(VDESC(c, g, o->dst, &db_));
+        else if (o->code == RS_OP_UNPACK) nr += desc_nruns(VDESC(c, g, o->src, &db_));
         else nr++;
         if (nr > STEP_RUNS_MAX) return acc ? 1 : charge_runs(c, UINT64_MAX);
     }
@@ -1800,8 +1806,8 @@ static int step_footprint(vctx *c, const rs_rank_prog *g, uint32_t s, iv_vec *ou
         const rs_op *o = &g->ops[st->op_begin + k];
         rs_desc db_;
         switch (o->code) {
-        case RS_OP_PACK: desc_runs(rs_prog_desc(g, o->dst, &db_), 1, 0, out); break;
-        case RS_OP_UNPACK: desc_runs(rs_prog_desc(g, o->src, &db_), 0, 3, out); break;
+        case RS_OP_PACK: desc_runs(VDESC(c, g, o->dst, &db_), 1, 0, out); break;
+        case RS_OP_UNPACK: desc_runs(VDESC(c, g, o->src, &db_), 0, 3, out); break;
         case RS_OP_SEND:
             if (o->loc == RS_LOC_STAGING && o->bytes) {
                 iv x = {o->off, o->off + o->bytes, 0, 2};
@@ -3193,18 +3199,29 @@ int rs_plan_verify_all_work(const rs_plan *P, char *err, size_t errlen, uint64_t
         u8_vec bk = {0};
         iv_vec fp = {0}, tmp = {0};
         size_vec at = {0};
+        desc_vec dt = {0}; /* the rank's descriptors, unpacked once for the three checks */
         int rc = 0;
         c.reads_dst = rs_xcalloc(c.world + 1, 1);
         for (uint32_t r = 0; r < c.world && !rc; r++) {
-            if (!P->ranks[r].loaded)
+            const rs_rank_prog *g = &P->ranks[r];
+            c.dt = NULL;
+            if (g->loaded && g->ndescs && g->dpool && g->doff) {
+                dt.n = 0;
+                rs_vec_reserve(&dt, g->ndescs);
+                for (uint32_t i = 0; i < g->ndescs; i++) rs_prog_desc(g, i, &dt.v[i]);
+                c.dt = dt.v;
+            }
+            if (!g->loaded)
                 rc = vfail(&c, "rank %u's program was not loaded (whole-plan checks need every rank)", r);
-            else if (rs_plan_verify_rank(P, r, err, errlen))
+            else if (rs_plan_verify_rank_unpacked(P, r, c.dt, err, errlen))
                 rc = -1;
             if (rc) break;
             if (!align_bad) align_bad = check_alignment_rank(&c, r, &bk, 1);
             /* (after an alignment problem, which fails the plan, the races are not needed) */
             if (!races_bad && !align_bad) races_bad = races_rank(&c, r, &fp, &tmp, &at, &race_runs);
         }
+        c.dt = NULL;
+        rs_vec_free(&dt);
         rs_vec_free(&bk);
         rs_vec_free(&fp);
         rs_vec_free(&tmp);

@@ -168,52 +168,76 @@ static void enc_layout(const rs_layout *L, strtab *st, bytes_t *b)
     for (uint32_t i = 0; i < L->ni64; i++) put_sv(b, L->i64[i]);
 }
 
-static void enc_desc(bytes_t *b, const rs_desc *d)
+/* The program record is written through a bare pointer into room reserved once per rank (the reserve
+ * and count update of put_uv per field were a third of the writer's instructions). */
+#define UV_MAX 10 /* bytes of the longest LEB128 u64 */
+static inline uint8_t *uv_at(uint8_t *p, uint64_t v)
 {
-    put_opt(b, d->loc);
-    put_uv(b, d->ndim);
-    put_uv(b, d->offset);
-    for (uint32_t i = 0; i < d->ndim; i++) put_uv(b, d->count[i]);
-    for (uint32_t i = 0; i + 1 < d->ndim; i++) put_uv(b, d->stride[i]); /* the last stride is 1 */
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+static inline uint8_t *sv_at(uint8_t *p, int64_t v) { return uv_at(p, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63)); }
+static inline uint8_t *opt_at(uint8_t *p, uint32_t v) { return uv_at(p, v == UINT32_MAX ? 0 : (uint64_t)v + 1); }
+
+static uint8_t *enc_desc(uint8_t *p, const rs_desc *d)
+{
+    p = opt_at(p, d->loc);
+    p = uv_at(p, d->ndim);
+    p = uv_at(p, d->offset);
+    for (uint32_t i = 0; i < d->ndim; i++) p = uv_at(p, d->count[i]);
+    for (uint32_t i = 0; i + 1 < d->ndim; i++) p = uv_at(p, d->stride[i]); /* the last stride is 1 */
+    return p;
 }
 
 /* One rank's program record (its bindings, descriptors and steps); counts go to the directory. */
 static void enc_rank(const rs_rank_prog *g, bytes_t *b)
 {
+    /* at most: a binding 2 + ndim + 1 numbers, a descriptor 3 + 2 x 8, a step a byte and 2 + nwaits
+     * numbers, an op a byte and 4 numbers */
+    size_t room = (size_t)g->nbindings * (3 + RS_MAX_DIMS) * UV_MAX + (size_t)g->ndescs * (3 + 2 * RS_DESC_MAX_DIMS) * UV_MAX +
+                  (size_t)g->nsteps * (1 + 2 * UV_MAX) + (size_t)g->nwaits * UV_MAX + (size_t)g->nops * (1 + 4 * UV_MAX);
+    rs_vec_reserve(b, room);
+    uint8_t *p = b->v + b->n, *p0 = p;
     for (uint32_t i = 0; i < g->nbindings; i++) {
         const rs_binding *x = &g->bindings[i];
-        put_uv(b, x->buffer);
-        put_uv(b, x->ndim);
-        for (uint32_t d = 0; d < x->ndim; d++) put_sv(b, x->shape[d]);
-        put_uv(b, x->bytes);
+        p = uv_at(p, x->buffer);
+        p = uv_at(p, x->ndim);
+        for (uint32_t d = 0; d < x->ndim; d++) p = sv_at(p, x->shape[d]);
+        p = uv_at(p, x->bytes);
     }
     for (uint32_t i = 0; i < g->ndescs; i++) {
         rs_desc d;
-        enc_desc(b, rs_prog_desc(g, i, &d));
+        p = enc_desc(p, rs_prog_desc(g, i, &d));
     }
     uint32_t hint = 0; /* descriptor indices are stored relative to the next unused one */
     for (uint32_t s = 0; s < g->nsteps; s++) {
         const rs_step *st = &g->steps[s];
-        put_u8(b, st->lane);
-        put_uv(b, st->nwaits);
-        for (uint32_t w = 0; w < st->nwaits; w++) put_uv(b, s - g->waits[st->wait_begin + w]);
-        put_uv(b, st->nops);
+        *p++ = st->lane;
+        p = uv_at(p, st->nwaits);
+        for (uint32_t w = 0; w < st->nwaits; w++) p = uv_at(p, s - g->waits[st->wait_begin + w]);
+        p = uv_at(p, st->nops);
         for (uint32_t k = 0; k < st->nops; k++) {
             const rs_op *o = &g->ops[st->op_begin + k];
-            put_u8(b, o->code);
-            put_opt(b, o->tensor);
+            *p++ = o->code;
+            p = opt_at(p, o->tensor);
             if (o->code == RS_OP_SEND || o->code == RS_OP_RECV) {
-                put_uv(b, o->peer);
-                put_opt(b, o->loc);
-                put_uv(b, o->off);
-                put_uv(b, o->bytes);
+                p = uv_at(p, o->peer);
+                p = opt_at(p, o->loc);
+                p = uv_at(p, o->off);
+                p = uv_at(p, o->bytes);
             } else {
-                put_sv(b, (int64_t)o->src - (int64_t)hint);
-                put_sv(b, (int64_t)o->dst - ((int64_t)o->src + 1));
+                p = sv_at(p, (int64_t)o->src - (int64_t)hint);
+                p = sv_at(p, (int64_t)o->dst - ((int64_t)o->src + 1));
                 hint = (o->src > o->dst ? o->src : o->dst) + 1;
             }
         }
     }
+    rs_assert((size_t)(p - p0) <= room);
+    b->n += (size_t)(p - p0);
 }
 
 typedef struct {

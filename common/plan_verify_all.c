@@ -1374,7 +1374,6 @@ typedef struct {
     uint32_t nsteps, nops;
     uint32_t *op_step;   /* global op -> global step */
     uint32_t *partner;   /* global op -> global op (send/recv) */
-    uint32_t *rank_of;   /* global step -> rank */
 } vglob;
 
 static void free_all(vctx *c, vglob *g)
@@ -1415,7 +1414,6 @@ static void free_all(vctx *c, vglob *g)
     free(g->op_base);
     free(g->op_step);
     free(g->partner);
-    free(g->rank_of);
 }
 
 static int loc_is_dst(const vctx *c, uint32_t rank, uint32_t loc)
@@ -2591,7 +2589,9 @@ static int unpack_like(vctx *c, uint32_t r, const rs_desc *dst, const prov_vec *
     return rc;
 }
 
-/* The descriptors of a step's op a little ahead (a step's first ops find its rank's program cold). */
+/* The descriptors of a step's op a little ahead (a step's first ops find its rank's program cold: the
+ * first DESC_AHEAD at once, then each op DESC_AHEAD before it is reached). */
+#define DESC_AHEAD 8
 static inline void desc_prefetch(const rs_rank_prog *g, const rs_op *o)
 {
     if (o->code != RS_OP_PACK && o->code != RS_OP_UNPACK && o->code != RS_OP_COPY) return;
@@ -2604,11 +2604,12 @@ static int do_phase1(vctx *c, uint32_t r, uint32_t s)
     const rs_rank_prog *g = &c->P->ranks[r];
     const rs_step *st = &g->steps[s];
     c->tw.n = 0; /* the step's PACK writes, put into staging at once (they never overlap: check_races) */
+    for (uint32_t k = 0; k < st->nops && k < DESC_AHEAD; k++) desc_prefetch(g, &g->ops[st->op_begin + k]);
     for (uint32_t k = 0; k < st->nops; k++) {
         uint32_t oi = st->op_begin + k;
         const rs_op *o = &g->ops[oi];
         c->cur_rank = r, c->cur_step = s, c->cur_op = oi;
-        if (k + 2 < st->nops) desc_prefetch(g, &g->ops[oi + 2]);
+        if (k + DESC_AHEAD < st->nops) desc_prefetch(g, &g->ops[oi + DESC_AHEAD]);
         if (o->code == RS_OP_PACK) {
             rs_desc ddb_;
             const rs_desc *dd = rs_prog_desc(g, o->dst, &ddb_);
@@ -2651,10 +2652,11 @@ static int do_phase3(vctx *c, uint32_t r, uint32_t s)
     const rs_step *st = &g->steps[s];
     prov_vec *all = &c->unp;
     int rc = 0;
+    for (uint32_t k = 0; k < st->nops && k < DESC_AHEAD; k++) desc_prefetch(g, &g->ops[st->op_begin + k]);
     for (uint32_t k = 0; k < st->nops && !rc; k++) {
         uint32_t oi = st->op_begin + k;
         const rs_op *o = &g->ops[oi];
-        if (k + 2 < st->nops) desc_prefetch(g, &g->ops[oi + 2]);
+        if (k + DESC_AHEAD < st->nops) desc_prefetch(g, &g->ops[oi + DESC_AHEAD]);
         if (o->code != RS_OP_UNPACK) continue;
         c->cur_rank = r, c->cur_step = s, c->cur_op = oi;
         rs_desc sdb_, ddb_;
@@ -2732,13 +2734,21 @@ static int do_transfer(vctx *c, uint32_t a, uint32_t so, uint32_t b, uint32_t ro
     return rc;
 }
 
+/* A step in the simulation: what the steps around it read of it together (a partner's state and pending
+ * count, its rank) in one record, one cache miss instead of one per array. */
+typedef struct {
+    uint32_t deps;      /* steps it still waits for: the previous one of its lane and its waits */
+    uint32_t pending;   /* its SEND/RECV whose partner step had not started when it ran */
+    uint32_t next_lane; /* the next step of its lane (RS_NONE: none) */
+    uint32_t rank_st;   /* rank | state << 30 (0 not started, 1 started, 2 complete) */
+} sim_step;
+#define SIM_RANK(x) ((x).rank_st & ((1u << 30) - 1))
+#define SIM_STATE(x) ((x).rank_st >> 30)
+
 static int simulate(vctx *c, vglob *G)
 {
     uint32_t ns = G->nsteps;
-    uint32_t *deps = rs_xcalloc(ns + 1, sizeof *deps);
-    uint32_t *pending = rs_xcalloc(ns + 1, sizeof *pending);
-    uint8_t *state = rs_xcalloc(ns + 1, 1);
-    uint32_t *next_lane = rs_xmalloc((ns + 1) * sizeof *next_lane);
+    sim_step *S = rs_xmalloc((ns + 1) * sizeof *S);
     /* waiters (CSR) */
     uint32_t *wbeg = rs_xcalloc(ns + 2, sizeof *wbeg);
     uint64_t nw = 0;
@@ -2749,16 +2759,16 @@ static int simulate(vctx *c, vglob *G)
         uint32_t last[2] = {RS_NONE, RS_NONE};
         for (uint32_t s = 0; s < g->nsteps; s++) {
             uint32_t gs = G->step_base[r] + s;
-            next_lane[gs] = RS_NONE;
+            S[gs] = (sim_step){0, 0, RS_NONE, r};
             int lane = g->steps[s].lane;
             if (last[lane] != RS_NONE) {
-                next_lane[last[lane]] = gs;
-                deps[gs]++;
+                S[last[lane]].next_lane = gs;
+                S[gs].deps++;
             }
             last[lane] = gs;
             for (uint32_t w = 0; w < g->steps[s].nwaits; w++) {
                 wbeg[G->step_base[r] + g->waits[g->steps[s].wait_begin + w] + 1]++;
-                deps[gs]++;
+                S[gs].deps++;
             }
         }
     }
@@ -2779,61 +2789,58 @@ static int simulate(vctx *c, vglob *G)
     uint32_t *queue = rs_xmalloc((ns + 1) * sizeof *queue);
     uint32_t qt = 0;
     for (uint32_t i = ns; i-- > 0;)
-        if (!deps[i]) queue[qt++] = i;
+        if (!S[i].deps) queue[qt++] = i;
     uint32_t done = 0;
     int rc = 0;
     rs_vec(uint32_t) completed = {0};
     while (qt && !rc) {
         uint32_t gs = queue[--qt];
-        uint32_t r = G->rank_of[gs], s = gs - G->step_base[r];
+        uint32_t r = SIM_RANK(S[gs]), s = gs - G->step_base[r];
         const rs_rank_prog *g = &c->P->ranks[r];
-        state[gs] = 1;
+        S[gs].rank_st = r | 1u << 30;
         rc = do_phase1(c, r, s);
         completed.n = 0;
+        const uint32_t *pop = G->partner + G->op_base[r];
         for (uint32_t k = 0; k < g->steps[s].nops && !rc; k++) {
             uint32_t oi = g->steps[s].op_begin + k;
             const rs_op *o = &g->ops[oi];
             if (o->code != RS_OP_SEND && o->code != RS_OP_RECV) continue;
-            uint32_t po = G->partner[G->op_base[r] + oi];
-            uint32_t ps = G->op_step[po];
-            if (state[ps] == 0) {
-                pending[gs]++;
+            uint32_t po = pop[oi], ps = G->op_step[po];
+            if (SIM_STATE(S[ps]) == 0) {
+                S[gs].pending++;
                 continue;
             }
-            uint32_t pr = G->rank_of[ps];
+            uint32_t pr = SIM_RANK(S[ps]);
             if (o->code == RS_OP_SEND) rc = do_transfer(c, r, oi, pr, po - G->op_base[pr], ps - G->step_base[pr]);
             else rc = do_transfer(c, pr, po - G->op_base[pr], r, oi, s);
-            if (--pending[ps] == 0) rs_vec_push(&completed, ps);
+            if (--S[ps].pending == 0) rs_vec_push(&completed, ps);
         }
-        if (!rc && pending[gs] == 0) rs_vec_push(&completed, gs);
+        if (!rc && S[gs].pending == 0) rs_vec_push(&completed, gs);
         for (size_t i = 0; i < completed.n && !rc; i++) {
             uint32_t x = completed.v[i];
-            uint32_t xr = G->rank_of[x];
+            uint32_t xr = SIM_RANK(S[x]);
             rc = do_phase3(c, xr, x - G->step_base[xr]);
-            state[x] = 2;
+            S[x].rank_st = xr | 2u << 30;
             done++;
-            if (next_lane[x] != RS_NONE && --deps[next_lane[x]] == 0) queue[qt++] = next_lane[x];
+            if (S[x].next_lane != RS_NONE && --S[S[x].next_lane].deps == 0) queue[qt++] = S[x].next_lane;
             for (uint32_t w = wbeg[x]; w < wbeg[x + 1]; w++)
-                if (--deps[wl[w]] == 0) queue[qt++] = wl[w];
+                if (--S[wl[w]].deps == 0) queue[qt++] = wl[w];
         }
     }
     if (!rc && done < ns) {
         /* report the first rank that is stuck */
         for (uint32_t i = 0; i < ns; i++) {
-            if (state[i] == 2) continue;
-            uint32_t r = G->rank_of[i], s = i - G->step_base[r];
+            if (SIM_STATE(S[i]) == 2) continue;
+            uint32_t r = SIM_RANK(S[i]), s = i - G->step_base[r];
             const rs_rank_prog *g = &c->P->ranks[r];
             rc = vfail(c, "deadlock: %u of %u steps complete; rank %u, step %u (%s lane) %s", done, ns, r, s,
                        g->steps[s].lane ? "NVL" : "NET",
-                       state[i] ? "waits for messages that never come" : "never starts");
+                       SIM_STATE(S[i]) ? "waits for messages that never come" : "never starts");
             break;
         }
     }
     rs_vec_free(&completed);
-    free(deps);
-    free(pending);
-    free(state);
-    free(next_lane);
+    free(S);
     free(wbeg);
     free(wl);
     free(queue);
@@ -3244,9 +3251,6 @@ int rs_plan_verify_all_work(const rs_plan *P, char *err, size_t errlen, uint64_t
         G.nops = G.op_base[c.world];
         G.op_step = rs_xmalloc((G.nops + 1) * sizeof *G.op_step);
         G.partner = rs_xmalloc((G.nops + 1) * sizeof *G.partner);
-        G.rank_of = rs_xmalloc((G.nsteps + 1) * sizeof *G.rank_of);
-        for (uint32_t r = 0; r < c.world; r++)
-            for (uint32_t s = G.step_base[r]; s < G.step_base[r + 1]; s++) G.rank_of[s] = r;
         rc = match_ops(&c, &G);
     }
     if (!rc) rc = build_pieces(&c);

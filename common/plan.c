@@ -291,6 +291,17 @@ uint64_t rs_op_group_chunk(const rs_desc *a, uint64_t ma, const rs_desc *b, uint
 {
     if (rs_desc_bytes(a) == 0) return 1; /* nothing moves */
     if (!ma && !mb) return rs_desc_bytes(a);
+    if (!ma != !mb) {
+        /* One side on a group, the other one run (most PACKs and UNPACKs, a third of the per-rank checks'
+         * instructions through the general rule): the group side's member-local runs are its innermost dims,
+         * so its own stream cuts at their size (with room for the unit dim the cut form may add), and a single
+         * run cuts wherever its length is a multiple. The same answer as rs_dims_group_chunk (test_groups). */
+        const rs_desc *gd = ma ? a : b, *od = ma ? b : a;
+        if (od->ndim == 1 && gd->ndim < RS_DESC_MAX_DIMS) {
+            uint64_t g = rs_desc_member_chunk(gd, ma ? ma : mb);
+            return g && od->count[0] % g == 0 ? g : 0;
+        }
+    }
     const uint32_t n[2] = {a->ndim, b->ndim};
     const uint64_t *const cnt[2] = {a->count, b->count}, *const str[2] = {a->stride, b->stride};
     const uint64_t off[2] = {a->offset, b->offset}, m[2] = {ma, mb};

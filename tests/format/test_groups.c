@@ -200,6 +200,51 @@ static void test_helpers(void)
     a = DESC(0, 0, 16, 64, 1); /* empty: nothing moves */
     EXPECT(rs_op_group_chunk(&a, 64, &s, 64) == 1);
 
+    /* rs_op_group_chunk's shortcut (one side on a group, the other one run) against the general rule on
+     * random member-stepping and member-local dims */
+    uint64_t x = 88172645463325252ull, agree = 0, cut = 0;
+    for (int it = 0; it < 200000; it++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        uint64_t y = x;
+        uint32_t nd = 1 + (uint32_t)(y % 8), nl = 1 + (uint32_t)((y >> 3) % nd);
+        y >>= 6;
+        uint64_t m = (y & 3) ? 1 + (y >> 2) % 97 : 1 + (y >> 2) % 100000, cnt[8], str[8], extent = 1;
+        y >>= 20;
+        /* member-local dims (innermost first: a run, then dims stepping past the extent so far, which may
+         * leave the member), then dims stepping by whole members (now and then by a byte more) */
+        for (uint32_t i = nd; i-- > nd - nl;) {
+            y = y * 6364136223846793005ull + 1442695040888963407ull; /* (an LCG: its high bits) */
+            cnt[i] = 1 + (y >> 40) % 4;
+            str[i] = i == nd - 1 ? 1 : extent + (y >> 50) % 3;
+            extent = (cnt[i] - 1) * str[i] + (i == nd - 1 ? 1 : extent);
+        }
+        for (uint32_t i = nd - nl; i-- > 0;) {
+            y = y * 6364136223846793005ull + 1442695040888963407ull;
+            cnt[i] = 1 + (y >> 40) % 3;
+            str[i] = m * (1 + (y >> 45) % 5) + ((y >> 50) % 11 == 0);
+        }
+        rs_desc g = D(y % (2 * m), nd, cnt, str);
+        /* the other side: one run of the same bytes, or now and then of a few more */
+        uint64_t oc[1] = {rs_desc_bytes(&g) + ((y >> 20) % 4 == 0 ? (y >> 22) % 5 : 0)}, os[1] = {1};
+        rs_desc o = D(y >> 40, 1, oc, os);
+        for (int side = 0; side < 2; side++) {
+            const rs_desc *A = side ? &o : &g, *B = side ? &g : &o;
+            uint64_t ma = side ? 0 : m, mb = side ? m : 0;
+            const uint32_t n2[2] = {A->ndim, B->ndim};
+            const uint64_t *const c2[2] = {A->count, B->count}, *const s2[2] = {A->stride, B->stride};
+            const uint64_t off2[2] = {A->offset, B->offset}, m2[2] = {ma, mb};
+            uint64_t want = rs_dims_group_chunk(n2, c2, s2, off2, m2), got = rs_op_group_chunk(A, ma, B, mb);
+            if (got == want) agree++;
+            else if (failed++ < 5)
+                fprintf(stderr, "FAIL: group chunk shortcut %llu, general rule %llu (case %d)\n",
+                        (unsigned long long)got, (unsigned long long)want, it);
+            cut += want != 0;
+        }
+    }
+    EXPECT(agree == 400000);
+    EXPECT(cut > 40000); /* both answers occur */
+    EXPECT(cut < 360000);
+
     if (!failed) printf("group helpers: ok\n");
 }
 

@@ -469,7 +469,11 @@ static void pop_load(pl_pop *w, const pl_spop *s)
         w->str[0] = w->str[1] = 1;
         return;
     }
-    for (uint32_t i = 0; i < n; i++) w->str[i] = i == n0 - 1 || i == n - 1 ? 1 : s->d.in.str[k++];
+    /* side 0's outer strides, its innermost 1, side 1's outer strides, its innermost 1 */
+    for (; k + 1 < n0; k++) w->str[k] = s->d.in.str[k];
+    w->str[n0 - 1] = 1;
+    for (uint32_t i = n0; i + 1 < n; i++) w->str[i] = s->d.in.str[k++];
+    w->str[n - 1] = 1;
 }
 
 /* Store wide op w in slot s of a step of the rank whose blocks are `pool`; a slot that is not fresh and

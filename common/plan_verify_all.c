@@ -410,6 +410,7 @@ out:
             vbind *b = &c->vb[r][i];
             const rs_binding *x = &g->bindings[i];
             b->es = (uint8_t)rs_dtype_size(L->buffers[x->buffer].dtype);
+            rs_assert(b->es && !(b->es & (b->es - 1))); /* (dec_desc divides by shifts) */
             if (b->n != 1 || x->ndim == 0) continue;
             const vpiece *v = &c->vp[c->vp_index[b->begin]];
             const int64_t *box_lo = V_BOXLO(c, v), *box_hi = V_BOXHI(c, v);
@@ -634,6 +635,15 @@ static int dslice_norm(const rs_desc *d, uint64_t u, uint64_t n, rs_desc *e)
 
 /* ---- mapping binding regions to tensor elements ---- */
 
+/* a / b and a % b, in 32 bits when both fit (most offsets inside a piece do): a 64-bit divide waits several
+ * times as long, and affine's first one was a third of its samples */
+static inline uint64_t udivmod(uint64_t a, uint64_t b, uint64_t *rem)
+{
+    uint64_t q = (a | b) >> 32 ? a / b : (uint32_t)a / (uint32_t)b;
+    *rem = a - q * b;
+    return q;
+}
+
 /* Try e (element units, innermost stride 1) as one affine image inside piece v; writes td (bytes). */
 static int affine(const vctx *c, const vpiece *v, const rs_desc *e, uint64_t rel, rs_desc *td)
 {
@@ -681,8 +691,7 @@ static int affine(const vctx *c, const vpiece *v, const rs_desc *e, uint64_t rel
     int64_t x[VNF], maxc[VNF];
     uint64_t r = rel;
     for (uint32_t k = 0; k < nf; k++) {
-        x[k] = (int64_t)(r / fphi[k]);
-        r %= fphi[k];
+        x[k] = (int64_t)udivmod(r, fphi[k], &r);
         if (x[k] >= frad[k]) return 0;
         maxc[k] = x[k];
     }
@@ -705,8 +714,7 @@ static int affine(const vctx *c, const vpiece *v, const rs_desc *e, uint64_t rel
     for (uint32_t i = 0; i + 1 < e->ndim; i++) {
         uint64_t s = e->stride[i], tau = 0;
         for (uint32_t k = 0; k < nf; k++) {
-            uint64_t m = s / fphi[k];
-            s %= fphi[k];
+            uint64_t m = udivmod(s, fphi[k], &s);
             if (m && e->count[i] > 1) {
                 maxc[k] += (int64_t)((e->count[i] - 1) * m);
                 tau += m * ftau[k];
@@ -802,8 +810,7 @@ static uint64_t affine_prefix(const vctx *c, const vpiece *v, uint64_t rel, uint
     const uint64_t *fphi = (const uint64_t *)V_FPHI(c, v);
     uint64_t x[VNF], r = rel;
     for (uint32_t k = 0; k < nf; k++) {
-        x[k] = r / fphi[k];
-        r %= fphi[k];
+        x[k] = udivmod(r, fphi[k], &r);
         if (x[k] >= (uint64_t)frad[k]) return 0;
     }
     if (r) return 0;
@@ -832,17 +839,19 @@ again:
     uint64_t len = dbytes(d);
     if (len == 0) return 0;
     int64_t idx[VND];
-    uint32_t es = c->vb[rank][loc].es;
+    /* element bytes: a power of two (build_pieces), so divisions are shifts */
+    uint32_t es = c->vb[rank][loc].es, esh = (uint32_t)__builtin_ctz(es);
+    uint64_t em = es - 1;
     {
-        int bad = d->offset % es || d->count[d->ndim - 1] % es;
+        int bad = (d->offset & em) || (d->count[d->ndim - 1] & em);
         for (uint32_t i = 0; i + 1 < d->ndim; i++)
-            if (d->stride[i] % es) bad = 1;
+            if (d->stride[i] & em) bad = 1;
         if (bad) {
             char w[160];
             return vfail(c, "%s: a transfer on rank %u splits an element", op_where(c, w, sizeof w), rank);
         }
     }
-    uint32_t vi = find_piece(c, rank, loc, d->offset / es, idx);
+    uint32_t vi = find_piece(c, rank, loc, d->offset >> esh, idx);
     if (vi == RS_NONE) {
         char w[160];
         const rs_binding *x = &c->P->ranks[rank].bindings[loc];
@@ -853,9 +862,9 @@ again:
     if (!v->built) vp_build(c, &c->vp[vi]);
     /* element units */
     rs_desc e = *d;
-    e.offset /= es;
-    for (uint32_t i = 0; i + 1 < e.ndim; i++) e.stride[i] /= es;
-    e.count[e.ndim - 1] /= es;
+    e.offset >>= esh;
+    for (uint32_t i = 0; i + 1 < e.ndim; i++) e.stride[i] >>= esh;
+    e.count[e.ndim - 1] >>= esh;
     uint64_t rel = e.offset - v->box_off;
     if (e.offset >= v->box_off) {
         rs_vec_reserve(out, 1); /* (the image is written in place: no copy of the desc) */
@@ -943,7 +952,7 @@ again:
         for (uint32_t i = 0; i + 1 < d->ndim; i++) sub.offset += 0;
         return dec_desc(c, rank, loc, &sub, out, depth + 1);
     }
-    uint64_t n = d->count[0] / es;
+    uint64_t n = d->count[0] >> esh;
     if (n <= 1) {
         char w[160];
         return vfail(c, "%s: an element of rank %u cannot be mapped to its tensor", op_where(c, w, sizeof w), rank);

@@ -2657,6 +2657,23 @@ static int do_phase1(vctx *c, uint32_t r, uint32_t s)
     return tassign_batch(c, r, sorted ? c->tw.v : pent_sort(c, c->tw.v, c->tw.n), c->tw.n);
 }
 
+/* What decomposing an UNPACK's destination reads first, DST_AHEAD UNPACKs before it is reached (its desc is
+ * in cache by then: desc_prefetch): the binding's entry, the binding's first piece and that piece's
+ * refinement. Each was a cache miss per UNPACK (the simulation moves from rank to rank): on issue 3's case
+ * the destinations' decomposition took 0.27-0.38 s without, 0.16-0.20 s with. */
+#define DST_AHEAD 3
+static inline void dst_prefetch(const vctx *c, uint32_t r, const rs_rank_prog *g, const rs_op *o)
+{
+    uint32_t loc = rs_prog_desc_loc(g, o->dst);
+    if (loc >= g->nbindings) return;
+    const vbind *vb = &c->vb[r][loc];
+    __builtin_prefetch(vb);
+    if (!vb->n) return;
+    const vpiece *v = &c->vp[c->vp_index[vb->begin]];
+    __builtin_prefetch(v);
+    if (v->built) __builtin_prefetch(c->dv.v + v->fdim);
+}
+
 static int do_phase3(vctx *c, uint32_t r, uint32_t s)
 {
     const rs_rank_prog *g = &c->P->ranks[r];
@@ -2668,6 +2685,8 @@ static int do_phase3(vctx *c, uint32_t r, uint32_t s)
         uint32_t oi = st->op_begin + k;
         const rs_op *o = &g->ops[oi];
         if (k + DESC_AHEAD < st->nops) desc_prefetch(g, &g->ops[oi + DESC_AHEAD]);
+        if (k + DST_AHEAD < st->nops && g->ops[oi + DST_AHEAD].code == RS_OP_UNPACK)
+            dst_prefetch(c, r, g, &g->ops[oi + DST_AHEAD]);
         if (o->code != RS_OP_UNPACK) continue;
         c->cur_rank = r, c->cur_step = s, c->cur_op = oi;
         rs_desc sdb_, ddb_;

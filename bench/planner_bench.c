@@ -162,6 +162,11 @@ int main(int argc, char **argv)
     printf("| phases (wall) | bindings %.2f, pass 1 + LPT %.2f, pass 2 %.2f, pass 3 %.2f, programs %.2f, "
            "verification %.2f s |\n",
            S.seconds[0], S.seconds[1], S.seconds[2], S.seconds[3], S.seconds[4], S.seconds[5]);
+    const double *vs = S.verify_seconds;
+    printf("| verification parts (wall) | per-rank checks %.2f, matching %.2f, pieces %.2f, relays %.2f, "
+           "simulation %.2f, coverage %.2f s |\n",
+           vs[RS_VERIFY_RANKS], vs[RS_VERIFY_MATCH], vs[RS_VERIFY_PIECES], vs[RS_VERIFY_RELAYS],
+           vs[RS_VERIFY_SIMULATE], vs[RS_VERIFY_COVERAGE]);
     printf("| peak RSS | %.0f MiB after the front end, %.0f MiB after planning (pass 3 %.0f, programs %.0f, "
            "verification %.0f) |\n",
            rss_front / 1024.0, rss_plan / 1024.0, S.peak_kib[3] / 1024.0, S.peak_kib[4] / 1024.0,

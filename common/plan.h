@@ -214,6 +214,19 @@ int rs_plan_verify_all(const rs_plan *P, char *err, size_t errlen);
 /* The same, also giving its work in units of the budget that bounds it (400 M: a plan that needs more is
  * refused as too irregular): one unit per decomposition of a descriptor piece and per compared stretch. */
 int rs_plan_verify_all_work(const rs_plan *P, char *err, size_t errlen, uint64_t *work);
+/* The verifier's parts in the order they run, and the same call giving each one's wall time in seconds
+ * (`seconds`: RS_VERIFY_PARTS entries, or NULL; a part that did not run gets 0). For benchmarks:
+ * bench/planner_bench prints them, `RESHARDC_TIMING=1 reshardc ...` too. */
+enum {
+    RS_VERIFY_RANKS,  /* each rank's structure, whole elements and staging races (one pass per rank) */
+    RS_VERIFY_MATCH,  /* SEND/RECV matching */
+    RS_VERIFY_PIECES, /* the pieces each (rank, binding) holds */
+    RS_VERIFY_RELAYS, /* reads of destination bytes (and races, when the first part found a problem) */
+    RS_VERIFY_SIMULATE, /* deadlock freedom and data, step by step */
+    RS_VERIFY_COVERAGE, /* every destination element written exactly once */
+    RS_VERIFY_PARTS
+};
+int rs_plan_verify_all_timed(const rs_plan *P, char *err, size_t errlen, uint64_t *work, double *seconds);
 
 #ifdef __cplusplus
 }

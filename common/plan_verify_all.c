@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define VND RS_MAX_DIMS
 #define VNF (2 * RS_MAX_DIMS)
@@ -3245,6 +3246,30 @@ int rs_plan_verify_all(const rs_plan *P, char *err, size_t errlen) { return rs_p
 
 int rs_plan_verify_all_work(const rs_plan *P, char *err, size_t errlen, uint64_t *work)
 {
+    return rs_plan_verify_all_timed(P, err, errlen, work, NULL);
+}
+
+static double wall_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+int rs_plan_verify_all_timed(const rs_plan *P, char *err, size_t errlen, uint64_t *work, double *seconds)
+{
+    double t_ = seconds ? wall_now() : 0;
+    if (seconds)
+        for (int i = 0; i < RS_VERIFY_PARTS; i++) seconds[i] = 0;
+    /* part k ends: its time, and the next one starts */
+#define PART_DONE(k)                                                                               \
+    do {                                                                                           \
+        if (seconds) {                                                                             \
+            double n_ = wall_now();                                                                \
+            seconds[k] = n_ - t_;                                                                  \
+            t_ = n_;                                                                               \
+        }                                                                                          \
+    } while (0)
     vctx c;
     memset(&c, 0, sizeof c);
     vglob G;
@@ -3298,6 +3323,7 @@ int rs_plan_verify_all_work(const rs_plan *P, char *err, size_t errlen, uint64_t
             return -1;
         }
     }
+    PART_DONE(RS_VERIFY_RANKS);
     c.runs_left = RUNS_MAX;
     int rc = align_bad ? check_alignment(&c) : 0;
     if (!rc) {
@@ -3313,12 +3339,15 @@ int rs_plan_verify_all_work(const rs_plan *P, char *err, size_t errlen, uint64_t
         G.partner = rs_xmalloc((G.nops + 1) * sizeof *G.partner);
         rc = match_ops(&c, &G);
     }
+    PART_DONE(RS_VERIFY_MATCH);
     if (!rc) rc = build_pieces(&c);
+    PART_DONE(RS_VERIFY_PIECES);
     if (!rc) {
         if (races_bad || race_runs > c.runs_left) rc = check_races(&c);
         else c.runs_left -= race_runs;
     }
     if (!rc) rc = check_relays(&c);
+    PART_DONE(RS_VERIFY_RELAYS);
     if (!rc) {
         c.pages = rs_xcalloc(c.world, sizeof *c.pages);
         c.npages = rs_xcalloc(c.world, sizeof *c.npages);
@@ -3329,7 +3358,10 @@ int rs_plan_verify_all_work(const rs_plan *P, char *err, size_t errlen, uint64_t
         c.cov = rs_xcalloc(c.world, sizeof *c.cov);
         rc = simulate(&c, &G);
     }
+    PART_DONE(RS_VERIFY_SIMULATE);
     if (!rc) rc = coverage(&c);
+    PART_DONE(RS_VERIFY_COVERAGE);
+#undef PART_DONE
     if (work) *work = c.budget;
     free_all(&c, &G);
     return rc ? -1 : 0;

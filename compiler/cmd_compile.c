@@ -254,7 +254,11 @@ int rs_cmd_compile(int argc, char **argv)
     }
     if (getenv("RESHARDC_TIMING"))
         fprintf(stderr, "reshardc: bindings %.3f s, pass 1 %.3f s, pass 2 %.3f s, pass 3 %.3f s, programs %.3f s, "
-                "verification %.3f s\n", S.seconds[0], S.seconds[1], S.seconds[2], S.seconds[3], S.seconds[4], S.seconds[5]);
+                "verification %.3f s (per-rank checks %.3f, matching %.3f, pieces %.3f, relays %.3f, simulation %.3f, "
+                "coverage %.3f)\n", S.seconds[0], S.seconds[1], S.seconds[2], S.seconds[3], S.seconds[4], S.seconds[5],
+                S.verify_seconds[RS_VERIFY_RANKS], S.verify_seconds[RS_VERIFY_MATCH], S.verify_seconds[RS_VERIFY_PIECES],
+                S.verify_seconds[RS_VERIFY_RELAYS], S.verify_seconds[RS_VERIFY_SIMULATE],
+                S.verify_seconds[RS_VERIFY_COVERAGE]);
     rs_plan_free(&P);
     rs_plan_stats_free(&S);
     rc = 0;

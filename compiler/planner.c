@@ -425,7 +425,7 @@ int rs_planner_plan(rs_layout *L, const rs_plan_opts *o, rs_plan *out, rs_plan_s
     out->staging_budget = o->staging_bytes;
     if (o->verify) {
         char verr[512];
-        int vrc = rs_plan_verify_all(out, verr, sizeof verr);
+        int vrc = rs_plan_verify_all_timed(out, verr, sizeof verr, NULL, stats ? stats->verify_seconds : NULL);
         if (stats) stats->seconds[5] = now_s() - t, stats->peak_kib[5] = peak_kib();
 #ifdef __GLIBC__
         malloc_trim(0); /* the verifier's pages, before the plan is encoded next to it */

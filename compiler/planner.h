@@ -61,6 +61,7 @@ typedef struct {
                                 part's), 0: built after pass 3 (no part) */
     double seconds[6];       /* wall time: bindings, pass 1 (+LPT), pass 2, pass 3, programs, verification */
     uint64_t peak_kib[6];    /* the process's peak resident memory at the end of each of them (KiB) */
+    double verify_seconds[RS_VERIFY_PARTS]; /* verification's parts (rs_plan_verify_all_timed), wall time */
 } rs_plan_stats;
 
 void rs_plan_stats_free(rs_plan_stats *s);

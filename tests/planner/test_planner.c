@@ -66,6 +66,14 @@ static int plan_it(rs_layout *L, uint64_t staging, rs_plan *P, rs_plan_stats *S)
         return -1;
     }
     CHECK(descs_distinct(P));
+    /* the verifier's parts ran in turn inside the verification phase, the simulation always */
+    double parts = 0;
+    for (int i = 0; i < RS_VERIFY_PARTS; i++) {
+        CHECK(S->verify_seconds[i] >= 0);
+        parts += S->verify_seconds[i];
+    }
+    CHECK(S->verify_seconds[RS_VERIFY_SIMULATE] > 0);
+    CHECK(parts <= S->seconds[5] + 1e-6);
     char msg[600];
     for (int s = 0; s < 2; s++)
         if (rs_interp_run(P, (uint64_t)s, msg, sizeof msg)) {

@@ -636,8 +636,9 @@ static int dslice_norm(const rs_desc *d, uint64_t u, uint64_t n, rs_desc *e)
 
 /* ---- mapping binding regions to tensor elements ---- */
 
-/* a / b and a % b, in 32 bits when both fit (most offsets inside a piece do): a 64-bit divide waits several
- * times as long, and affine's first one was a third of its samples */
+/* a / b and a % b, in 32 bits when both fit (most offsets inside a piece do): a 64-bit divide has the longer
+ * latency on the x86 cores measured here. (The samples that seemed to sit on affine's first divide were the
+ * cache miss of loading its divisor: docs/benchmarks.md, "Planner".) */
 static inline uint64_t udivmod(uint64_t a, uint64_t b, uint64_t *rem)
 {
     uint64_t q = (a | b) >> 32 ? a / b : (uint32_t)a / (uint32_t)b;

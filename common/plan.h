@@ -142,6 +142,11 @@ static inline const rs_desc *rs_prog_desc(const rs_rank_prog *g, uint32_t i, rs_
     }
     return out;
 }
+/* Descriptor i from dt, a table of g's descriptors already unpacked, or unpacked into *out when dt is NULL. */
+static inline const rs_desc *rs_prog_desc_from(const rs_desc *dt, const rs_rank_prog *g, uint32_t i, rs_desc *out)
+{
+    return dt ? &dt[i] : rs_prog_desc(g, i, out);
+}
 /* Its location alone. */
 static inline uint32_t rs_prog_desc_loc(const rs_rank_prog *g, uint32_t i) { return (uint32_t)g->dpool[g->doff[i]]; }
 /* Append descriptor d (ndim <= RS_DESC_MAX_DIMS) to g; returns its index. */

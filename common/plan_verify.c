@@ -274,7 +274,6 @@ int rs_plan_verify_rank_unpacked(const rs_plan *P, uint32_t rank, const rs_desc 
      * unused ones at the end. used[] has two bits per descriptor: checked as a source (may overlap),
      * checked as a destination (must not); a destination check also satisfies a source use. */
     uint64_t *used = rs_xcalloc(g->ndescs / 32 + 1, sizeof *used);
-#define DESC_OF(i, buf) (dt ? &dt[i] : rs_prog_desc(g, (i), (buf)))
 #define DESC_CHECK(i, d, written)                                                                  \
     do {                                                                                           \
         uint32_t i_ = (i);                                                                         \
@@ -353,7 +352,7 @@ int rs_plan_verify_rank_unpacked(const rs_plan *P, uint32_t rank, const rs_desc 
                 if (o->src >= g->ndescs || o->dst >= g->ndescs)
                     RET_OPBAD("descriptor index out of range", rank, s, oi, name);
                 rs_desc ab_[2];
-                const rs_desc *a = DESC_OF(o->src, &ab_[0]), *b = DESC_OF(o->dst, &ab_[1]);
+                const rs_desc *a = rs_prog_desc_from(dt, g, o->src, &ab_[0]), *b = rs_prog_desc_from(dt, g, o->dst, &ab_[1]);
                 DESC_CHECK(o->src, a, 0);
                 DESC_CHECK(o->dst, b, 1);
                 int want_a_staging = o->code == RS_OP_UNPACK, want_b_staging = o->code == RS_OP_PACK;
@@ -378,13 +377,12 @@ int rs_plan_verify_rank_unpacked(const rs_plan *P, uint32_t rank, const rs_desc 
     }
     for (uint32_t i = 0; i < g->ndescs; i++) { /* the ones no op uses */
         rs_desc db_;
-        if (!(used[i / 32] >> (2 * (i % 32)) & 3)) DESC_CHECK(i, DESC_OF(i, &db_), 0);
+        if (!(used[i / 32] >> (2 * (i % 32)) & 3)) DESC_CHECK(i, rs_prog_desc_from(dt, g, i, &db_), 0);
     }
     free(used);
     free(mbytes);
 #undef MEMBER_BYTES
 #undef DESC_CHECK
-#undef DESC_OF
 #undef RET_BAD
 #undef RET_OPBAD
     if (next_op != g->nops) return bad(err, errlen, "rank %u: ops outside any step", rank);

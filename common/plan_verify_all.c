@@ -137,7 +137,7 @@ typedef struct {
 } vctx;
 
 /* Descriptor i of rank program g (the one c->dt holds, when set). */
-#define VDESC(c, g, i, buf) ((c)->dt ? &(c)->dt[i] : rs_prog_desc((g), (i), (buf)))
+#define VDESC(c, g, i, buf) rs_prog_desc_from((c)->dt, (g), (i), (buf))
 
 /* A dcache entry: 128 bytes, 64-byte aligned, so that the tensor desc of a source of up to 3 dims (97 %
  * of them on DeepSeek-V3) is in the entry's first cache line: every delivery looks one up at random. */

@@ -141,7 +141,8 @@ static void synth(rs_plan *P)
         const rs_binding *x = &dst.bindings[l * 2 + w];
         uint64_t per = x->bytes / NE;
         rs_op *o = &dst.ops[dst.nops++];
-        *o = (rs_op){RS_OP_RECV, {0}, t, peer, (uint32_t)(l * 2 + w), 0, 0, (uint64_t)e * per, per};
+        *o = (rs_op){.code = RS_OP_RECV, .tensor = t, .peer = peer, .loc = (uint32_t)(l * 2 + w),
+                     .off = (uint64_t)e * per, .bytes = per};
         st->nops++;
         if (w) { /* w2 through staging: RECV + UNPACK of a [7168, 64] box */
             o->loc = RS_LOC_STAGING, o->off = soff;
@@ -149,7 +150,7 @@ static void synth(rs_plan *P)
             rs_desc b = {(uint32_t)(l * 2 + w), 2, (uint64_t)e * per, {H, (F / TPI) * 2}, {(F / TPI) * 2, 1}};
             uint32_t ia = rs_prog_desc_add(&dst, &a), ib = rs_prog_desc_add(&dst, &b);
             rs_op *u = &dst.ops[dst.nops++];
-            *u = (rs_op){RS_OP_UNPACK, {0}, t, 0, 0, ia, ib, 0, per};
+            *u = (rs_op){.code = RS_OP_UNPACK, .tensor = t, .src = ia, .dst = ib, .bytes = per};
             st->nops++;
             soff += per;
         }
@@ -186,12 +187,14 @@ static void synth(rs_plan *P)
                 rs_desc a = {i, 3, tp * (F / TPI) * H * 2, {2, F / TPI, H * 2}, {(uint64_t)F * H * 2, H * 2, 1}};
                 rs_desc b = {RS_LOC_STAGING, 1, soff, {per}, {1}};
                 uint32_t ia = rs_prog_desc_add(&src, &a), ib = rs_prog_desc_add(&src, &b);
-                src.ops[src.nops++] = (rs_op){RS_OP_PACK, {0}, i, 0, 0, ia, ib, 0, per};
-                src.ops[src.nops++] = (rs_op){RS_OP_SEND, {0}, i, NSRC + d, RS_LOC_STAGING, 0, 0, soff, per};
+                src.ops[src.nops++] = (rs_op){.code = RS_OP_PACK, .tensor = i, .src = ia, .dst = ib, .bytes = per};
+                src.ops[src.nops++] = (rs_op){.code = RS_OP_SEND, .tensor = i, .peer = NSRC + d, .loc = RS_LOC_STAGING,
+                                              .off = soff, .bytes = per};
                 soff += per;
                 st->nops += 2;
             } else {
-                src.ops[src.nops++] = (rs_op){RS_OP_SEND, {0}, i, NSRC + d, i, 0, 0, 0, per};
+                src.ops[src.nops++] =
+                    (rs_op){.code = RS_OP_SEND, .tensor = i, .peer = NSRC + d, .loc = i, .off = 0, .bytes = per};
                 st->nops++;
             }
         }

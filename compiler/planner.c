@@ -209,7 +209,7 @@ static int probe_strided_reads(void)
     d[1].ndim = 1;
     d[1].count[0] = 64;
     d[1].stride[0] = 1;
-    rs_op op = {.code = RS_OP_PACK, .tensor = RS_NONE, .peer = RS_NONE, .loc = RS_NONE, .src = 0, .dst = 1, .bytes = 64};
+    rs_op op = {.code = RS_OP_PACK, .tensor = RS_NONE, .src = 0, .dst = 1, .bytes = 64};
     rs_step st = {.lane = RS_LANE_NET, .op_begin = 0, .nops = 1};
     rs_rank_prog g = {.rank = 0, .staging_bytes = 64, .bindings = &bind, .nbindings = 1, .steps = &st, .nsteps = 1,
                       .ops = &op, .nops = 1, .loaded = 1};

@@ -1788,8 +1788,6 @@ static void put_op(prog_out *o, const pl_pop *p)
     memset(op, 0, sizeof *op);
     op->code = p->code;
     op->tensor = p->tensor;
-    op->peer = RS_NONE;
-    op->loc = RS_NONE;
     rs_rank_prog *g = o->g;
     for (int sd = 0; sd < 2; sd++) {
         uint32_t nd = p->nd[sd], n = 2 + 2 * nd;

@@ -26,11 +26,11 @@ static void coalesce(rs_plan *P)
     g0->ndescs = 4; /* descriptors 4 and 5 anew */
     rs_prog_desc_add(g0, &bsrc);
     rs_prog_desc_add(g0, &bst);
-    g0->ops[2] = (rs_op){RS_OP_PACK, {0}, 1, 0, 0, 4, 5, 0, 32};
-    g0->ops[3] = (rs_op){RS_OP_SEND, {0}, RS_NONE, 2, RS_LOC_STAGING, 0, 0, 0, 44};
-    g0->ops[4] = (rs_op){RS_OP_SEND, {0}, 0, 3, RS_LOC_STAGING, 0, 0, 44, 12};
+    g0->ops[2] = (rs_op){.code = RS_OP_PACK, .tensor = 1, .src = 4, .dst = 5, .bytes = 32};
+    g0->ops[3] = (rs_op){.code = RS_OP_SEND, .tensor = RS_NONE, .peer = 2, .loc = RS_LOC_STAGING, .bytes = 44};
+    g0->ops[4] = (rs_op){.code = RS_OP_SEND, .tensor = 0, .peer = 3, .loc = RS_LOC_STAGING, .off = 44, .bytes = 12};
     /* rank 2: one RECV of 44 bytes from rank 0 instead of 12 + 32 */
-    g2->ops[0] = (rs_op){RS_OP_RECV, {0}, RS_NONE, 0, RS_LOC_STAGING, 0, 0, 0, 44};
+    g2->ops[0] = (rs_op){.code = RS_OP_RECV, .tensor = RS_NONE, .peer = 0, .loc = RS_LOC_STAGING, .bytes = 44};
     g2->ops[2] = g2->ops[3];
     g2->ops[3] = g2->ops[4];
     g2->ops[4] = g2->ops[5];

@@ -204,7 +204,8 @@ uint64_t rs_dims_group_chunk(const uint32_t n[2], const uint64_t *const cnt[2], 
 
 /* Encode to a memory image (deterministic); sets plan_fp. Returns 0, or -1 with err set. */
 int rs_plan_encode(rs_plan *P, uint8_t **out, size_t *outlen, char *err, size_t errlen);
-/* Encode and write atomically (temporary file in the same directory, fsync, rename). */
+/* Encode and write atomically (temporary file in the same directory, fsync, rename). Errors begin with
+ * the path. */
 int rs_plan_write_file(rs_plan *P, const char *path, char *err, size_t errlen);
 
 /* Decode. rank < 0: every rank's program; otherwise only that rank's (others have loaded = 0).

@@ -373,6 +373,11 @@ int rs_plan_write_file(rs_plan *P, const char *path, char *err, size_t errlen)
     encoded E;
     if (encode(P, &E, err, errlen)) {
         enc_free(&E);
+        if (err && errlen) {
+            char *why = rs_xstrdup(err); /* every error names the file first, as the loader's do */
+            fail(err, errlen, "%s: %s", path, why);
+            free(why);
+        }
         return -1;
     }
     size_t plen = strlen(path);

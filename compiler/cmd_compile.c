@@ -232,7 +232,7 @@ int rs_cmd_compile(int argc, char **argv)
     int wrc = rs_plan_write_file(&P, out, err, sizeof err);
     rs_progress_end();
     if (wrc) {
-        fprintf(stderr, "reshardc: %s: %s\n", out, err);
+        fprintf(stderr, "reshardc: %s\n", err);
         rs_plan_free(&P);
         rs_plan_stats_free(&S);
         rc = 1;

@@ -109,11 +109,14 @@ static void test_roundtrip(void)
     free(fb);
     snprintf(bad, sizeof bad, "%s/missing/plan.bin", dir);
     CHECK(rs_plan_write_file(&P, bad, err, sizeof err) == -1 && strstr(err, "cannot create"));
+    CHECK(strncmp(err, bad, strlen(bad)) == 0 && !strstr(err + strlen(bad), bad));
     CHECK(rs_plan_load_file(bad, -1, &Q, err, sizeof err) == -1 && strstr(err, "cannot open"));
     CHECK(rs_plan_load_file(dir, -1, &Q, err, sizeof err) == -1 && strstr(err, "is a directory"));
     /* an invalid plan is refused before anything is written: the old file stays */
     P.ranks[0].ops[2].peer = 0;
     CHECK(rs_plan_write_file(&P, path, err, sizeof err) == -1 && strstr(err, "peer is the rank itself"));
+    CHECK(strncmp(err, path, strlen(path)) == 0 && err[strlen(path)] == ':'); /* named by the file, once */
+    CHECK(!strstr(err + strlen(path), path));
     CHECK(rs_plan_load_file(path, -1, &Q, err, sizeof err) == 0);
     rs_plan_free(&Q);
     char cmd[400];

@@ -10,6 +10,7 @@
 
 static const char usage[] =
     "usage: reshard-replay PLAN [--ranks N-M] [--iters K] [--timeout MS] [--inject RANK:STEP] [--quiet]\n"
+    "                           [--no-memory-check]\n"
     "\n"
     "Replays every rank of PLAN on the CPU threads transport, with every source element set to a function of\n"
     "(tensor, global index), and checks every element of every destination buffer, that destination bytes\n"
@@ -19,9 +20,23 @@ static const char usage[] =
     "  --iters K        timed runs after the checked one (default 3)\n"
     "  --timeout MS     bound on every wait for a peer (default 60000)\n"
     "  --inject R:S     testing: rank R fails step S with a transport error (the replay must then fail)\n"
+    "  --no-memory-check  replay even when the host memory it takes (every rank's buffers, filled) is more\n"
+    "                   than /proc/meminfo says is available (it is refused otherwise, before allocating)\n"
     "Exit status: 0 every element correct, 1 wrong data or a failed replay, 2 bad command line or plan.\n";
 
 static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
+
+/* A decimal count in [lo, hi] for option `opt`; exits with status 2 on anything else. */
+static int count_arg(const char *opt, const char *v, long lo, long hi)
+{
+    char *e;
+    long x = strtol(v, &e, 10);
+    if (e == v || *e || x < lo || x > hi) {
+        fprintf(stderr, "reshard-replay: %s needs a whole number from %ld to %ld, not '%s'\n", opt, lo, hi, v);
+        exit(2);
+    }
+    return (int)x;
+}
 
 int main(int argc, char **argv)
 {
@@ -48,9 +63,11 @@ int main(int argc, char **argv)
                 return 2;
             }
         } else if (!strcmp(a, "--iters") && i + 1 < argc) {
-            o.iters = atoi(argv[++i]);
+            o.iters = count_arg(a, argv[++i], 0, 1000000);
         } else if (!strcmp(a, "--timeout") && i + 1 < argc) {
-            o.timeout_ms = atoi(argv[++i]);
+            o.timeout_ms = count_arg(a, argv[++i], 1, 86400000);
+        } else if (!strcmp(a, "--no-memory-check")) {
+            o.host_limit = UINT64_MAX;
         } else if (!strcmp(a, "--inject") && i + 1 < argc) {
             unsigned r, s;
             if (sscanf(argv[++i], "%u:%u", &r, &s) != 2) {
@@ -62,6 +79,10 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--quiet")) {
             quiet = 1;
         } else if (a[0] == '-' || path) {
+            if (a[0] != '-') fprintf(stderr, "reshard-replay: one plan only ('%s' and '%s')\n", path, a);
+            else if (!strcmp(a, "--ranks") || !strcmp(a, "--iters") || !strcmp(a, "--timeout") || !strcmp(a, "--inject"))
+                fprintf(stderr, "reshard-replay: %s needs a value\n", a);
+            else fprintf(stderr, "reshard-replay: unknown option '%s'\n", a);
             fputs(usage, stderr);
             return 2;
         } else {

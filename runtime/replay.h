@@ -57,7 +57,14 @@ typedef struct {
     int inject_rank;     /* testing: rank and step of an injected transport error (-1: none) */
     uint32_t inject_step;
     const rs_replay_mem *mem;
+    /* A replay that would take more host memory than this is refused before anything is allocated (its
+     * buffers are filled, so the kernel would kill the process instead). 0: MemAvailable of
+     * /proc/meminfo (no check where it cannot be read); UINT64_MAX: no check. */
+    uint64_t host_limit;
 } rs_replay_opts;
+
+/* The host memory rs_replay_run takes for every rank of plan under opts o (an upper bound). */
+uint64_t rs_replay_host_bytes(rsPlan_t plan, const rs_replay_opts *o);
 
 typedef struct {
     rsResult_t result;   /* first failure of creation, binding or a run */

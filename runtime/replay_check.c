@@ -330,6 +330,44 @@ static void move_slots(uint32_t r, const rslot *t, uint32_t ns, void **host, voi
     }
 }
 
+static uint64_t sat_add(uint64_t a, uint64_t b) { return a + b < a ? UINT64_MAX : a + b; }
+
+/* Every binding once (filled, then checked), each buffer-group member again (a block of its own) unless
+ * the hooks allocate device memory, each rank's staging on the CPU transport (rounded up as the transport
+ * does), and the check bitmaps of the rank with the most binding bytes (one rank is checked at a time). */
+uint64_t rs_replay_host_bytes(rsPlan_t plan, const rs_replay_opts *o)
+{
+    const rs_plan *P = &plan->P;
+    uint64_t need = 0, bitmap = 0;
+    for (uint32_t r = 0; r < P->layout.topo.world; r++) {
+        const rs_rank_prog *g = &P->ranks[r];
+        if (!g->loaded) continue;
+        uint64_t bits = 0;
+        for (uint32_t i = 0; i < g->nbindings; i++) {
+            uint64_t b = g->bindings[i].bytes;
+            need = sat_add(need, b);
+            if (!(o->mem && o->mem->alloc) && P->layout.buffers[g->bindings[i].buffer].group) need = sat_add(need, b);
+            bits = sat_add(bits, b / 8 + 1);
+        }
+        if (bits > bitmap) bitmap = bits;
+        if (o->transport == rsTransportCpu && !o->mem) need = sat_add(need, sat_add(g->staging_bytes, 64));
+    }
+    return sat_add(need, bitmap);
+}
+
+/* MemAvailable of /proc/meminfo in bytes; UINT64_MAX when it cannot be read. */
+static uint64_t host_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return UINT64_MAX;
+    char line[256];
+    unsigned long long kib = 0;
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) found = sscanf(line, "MemAvailable: %llu kB", &kib) == 1;
+    fclose(f);
+    return found && kib < UINT64_MAX / 1024 ? kib * 1024 : UINT64_MAX;
+}
+
 int rs_replay_run(rsPlan_t plan, const rs_replay_opts *o, rs_replay_result *res)
 {
     const rs_plan *P = &plan->P;
@@ -339,6 +377,15 @@ int rs_replay_run(rsPlan_t plan, const rs_replay_opts *o, rs_replay_result *res)
     void ***host = rs_xcalloc(W, sizeof *host), ***dev = rs_xcalloc(W, sizeof *dev);
     rslot **slots = rs_xcalloc(W, sizeof *slots);
     uint32_t *nslots = rs_xcalloc(W, sizeof *nslots);
+    uint64_t limit = o->host_limit ? o->host_limit : host_available();
+    uint64_t need = limit == UINT64_MAX ? 0 : rs_replay_host_bytes(plan, o);
+    if (need > limit) {
+        set_error(res, rsSystemError,
+                  "replaying all %u ranks takes %.2f GiB of host memory (buffers, staging, checks) and %.2f GiB "
+                  "is available: replay a scaled-down copy of the layout (-D, e.g. its replay-args)",
+                  W, (double)need / (1u << 30), (double)limit / (1u << 30));
+        goto out;
+    }
     for (uint32_t r = 0; r < W; r++) {
         const rs_rank_prog *g = &P->ranks[r];
         if (!g->loaded) {

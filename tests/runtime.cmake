@@ -9,8 +9,8 @@ target_include_directories(rs_rt_build PUBLIC ${RS_RT_DIR})
 
 add_executable(test_runtime ${RS_RT_DIR}/test_runtime.c)
 target_link_libraries(test_runtime PRIVATE rs_rt_build rsreplay)
-foreach(t replay_row replay_transpose replay_mixed replay_forward replay_local checker_bites bind_errors fingerprint_mismatch
-          world_mismatch per_rank_load never_arrives abort inject api kjob_random)
+foreach(t replay_row replay_transpose replay_mixed replay_forward replay_local checker_bites host_memory bind_errors
+          fingerprint_mismatch world_mismatch per_rank_load never_arrives abort inject api kjob_random)
   add_test(NAME runtime_${t} COMMAND test_runtime ${t})
   set_tests_properties(runtime_${t} PROPERTIES TIMEOUT 60 LABELS runtime)
 endforeach()
@@ -41,6 +41,11 @@ set_tests_properties(runtime_cli_bad_data PROPERTIES TIMEOUT 60 LABELS runtime F
                      WILL_FAIL TRUE)
 add_test(NAME runtime_cli_usage COMMAND reshard-replay)
 set_tests_properties(runtime_cli_usage PROPERTIES TIMEOUT 10 LABELS runtime WILL_FAIL TRUE)
+# Bad command lines name what is wrong (and exit 2, checked by tests/runtime/cli_errors.sh).
+add_test(NAME runtime_cli_errors COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/runtime/cli_errors.sh $<TARGET_FILE:reshard-replay>
+                                         ${RS_RT_PLANS}/row.plan)
+set_tests_properties(runtime_cli_errors PROPERTIES TIMEOUT 30 LABELS runtime FIXTURES_REQUIRED rt_plans
+                     PASS_REGULAR_EXPRESSION "cli errors OK")
 
 # Replay of every compiled layout: tests/golden/*.layout and examples/*.layout, each compiled with the
 # arguments of its `# replay-args:` line (scaled-down -D values), then replayed and checked element by element.

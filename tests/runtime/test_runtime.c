@@ -140,6 +140,43 @@ static int t_replay_forward(void)
     return 0;
 }
 
+/* A replay that needs more host memory than the limit is refused before anything is allocated; one that
+ * fits runs. The estimate covers every bound buffer and every rank's staging. */
+static int t_host_memory(void)
+{
+    rsPlan_t p = plan_forward();
+    rs_replay_opts o;
+    memset(&o, 0, sizeof o);
+    o.transport = rsTransportCpu;
+    o.timeout_ms = 10000;
+    o.last = UINT32_MAX;
+    o.inject_rank = -1;
+    rsPlanInfo_t info;
+    RT_CHECK(rsPlanGetInfo(p, &info) == rsSuccess);
+    uint64_t bound = 0;
+    for (int r = 0; r < info.worldSize; r++) {
+        int n = 0;
+        size_t st = 0;
+        RT_CHECK(rsPlanBufferCount(p, r, &n) == rsSuccess && rsPlanStagingBytes(p, r, &st) == rsSuccess);
+        bound += st;
+        for (int i = 0; i < n; i++) {
+            rsBufferInfo_t b;
+            RT_CHECK(rsPlanGetBuffer(p, r, i, &b) == rsSuccess);
+            bound += b.bytes;
+        }
+    }
+    uint64_t need = rs_replay_host_bytes(p, &o);
+    RT_CHECK(bound > 0 && need >= bound);
+    rs_replay_result res;
+    o.host_limit = need - 1;
+    RT_CHECK(rs_replay_run(p, &o, &res) == 1);
+    RT_CHECK(res.result == rsSystemError && strstr(res.error, "GiB of host memory") && res.rep.checked == 0);
+    o.host_limit = need;
+    RT_CHECK(rs_replay_run(p, &o, &res) == 0 && res.rep.checked > 0);
+    rsPlanDestroy(p);
+    return 0;
+}
+
 /* A broken plan must be caught by the checker. */
 static int t_checker_bites(void)
 {
@@ -770,6 +807,7 @@ static const struct {
     {"replay_mixed", t_replay_mixed},
     {"replay_forward", t_replay_forward},
     {"checker_bites", t_checker_bites},
+    {"host_memory", t_host_memory},
     {"replay_local", t_replay_local},
     {"bind_errors", t_bind_errors},
     {"fingerprint_mismatch", t_fingerprint_mismatch},

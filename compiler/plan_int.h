@@ -211,9 +211,10 @@ typedef struct {
 } pl_flow;
 #define PL_FLOW_DIRECT 2048 /* worlds up to this many ranks index flows by (s, r) directly (16 MiB at most) */
 
+/* A segment: one message from s to r in one round (its step builders sb and rb know the round and lane). */
 typedef struct {
-    uint32_t s, r, round, fset, tensor; /* tensor: RS_NONE when it carries several */
-    uint8_t lane, direct, zc_src, zc_dst;
+    uint32_t s, r, tensor; /* tensor: RS_NONE when it carries several */
+    uint8_t zc_src, zc_dst;
     uint64_t bytes;
     uint32_t out_idx, in_idx, inst, ninst;
     uint32_t src_loc, dst_loc;

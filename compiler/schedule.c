@@ -568,7 +568,7 @@ static void close_step_merges(pl_ctx *c, pl_stepb *b)
         (vp)->v[(vp)->n++] = (x);                                                                  \
     } while (0)
 
-static uint32_t seg_new(pl_ctx *c, uint32_t flow, uint32_t round, int direct, uint32_t tensor)
+static uint32_t seg_new(pl_ctx *c, uint32_t flow, uint32_t round, uint32_t tensor)
 {
     const pl_flow *fl = &c->flows.v[flow];
     uint32_t s = fl->s, r = fl->r, fset = PL_KEY_FSET(fl->fset); /* the flow's key without class and relay bits */
@@ -577,10 +577,6 @@ static uint32_t seg_new(pl_ctx *c, uint32_t flow, uint32_t round, int direct, ui
     memset(&g, 0, sizeof g);
     g.s = s;
     g.r = r;
-    g.round = round;
-    g.fset = fset;
-    g.lane = lane;
-    g.direct = (uint8_t)direct;
     g.src_loc = g.dst_loc = RS_NONE;
     g.sbase = g.rbase = UINT64_MAX; /* laid out with the sender's / receiver's program */
     g.tensor = tensor;
@@ -769,7 +765,7 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
 
     uint32_t gid;
     if (direct) {
-        gid = seg_new(c, fi, k, 1, cell->tensor);
+        gid = seg_new(c, fi, k, cell->tensor);
     } else if (rte != RS_NONE && c->rt_round[rte] == k) {
         gid = c->rt_seg[rte]; /* the segment laid out for this byte's round */
     } else {
@@ -788,7 +784,7 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
                 if (v) {
                     gid = (uint32_t)*v;
                 } else {
-                    gid = seg_new(c, fi, k, 0, cell->tensor);
+                    gid = seg_new(c, fi, k, cell->tensor);
                     *pl_map_put(&c->seg_index, fi, k, NULL) = gid;
                 }
             }
@@ -1353,7 +1349,7 @@ static void seg_precreate(pl_ctx *c)
     uint32_t id = 0;
     for (size_t i = 0; i < v.n; i++) {
         if (!i || v.v[i].flow != v.v[i - 1].flow || v.v[i].k != v.v[i - 1].k) {
-            id = seg_new(c, v.v[i].flow, v.v[i].k, 0, RS_NONE);
+            id = seg_new(c, v.v[i].flow, v.v[i].k, RS_NONE);
         }
         c->rt_seg[v.v[i].rt] = id;
     }

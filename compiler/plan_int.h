@@ -211,7 +211,7 @@ typedef struct {
 } pl_flow;
 #define PL_FLOW_DIRECT 2048 /* worlds up to this many ranks index flows by (s, r) directly (16 MiB at most) */
 
-/* A segment: one message from s to r in one round (its step builders sb and rb know the round and lane). */
+/* A segment: one message from s to r in one round, in step builders sb (on s) and rb (on r). */
 typedef struct {
     uint32_t s, r, tensor; /* tensor: RS_NONE when it carries several */
     uint8_t zc_src, zc_dst;
@@ -308,10 +308,9 @@ typedef struct {
     uint32_t sloc, dloc, tag, cur, prev;
 } pl_mslot;
 
+/* A step being built: rank_steps (per rank and lane, by round) and local_step find it. */
 struct pl_stepb {
     uint32_t rank;
-    int32_t round; /* -1: the local-copy step */
-    uint8_t lane;
     uint8_t pcls;           /* the size class of the last room */
     pl_room *first, *last;  /* the step's ops (pop_at, pop_next) */
     uint32_t nops;          /* ops in the step (dead ones included) */

@@ -104,8 +104,6 @@ static uint32_t sb_get(pl_ctx *c, uint32_t rank, uint8_t lane, int32_t round)
         pl_stepb b;
         memset(&b, 0, sizeof b);
         b.rank = rank;
-        b.round = round;
-        b.lane = lane;
         *slot = (uint32_t)c->steps.n;
         rs_vec_push(&c->steps, b);
         if (round >= 0 && (uint32_t)round + 1 > c->nrounds) c->nrounds = (uint32_t)round + 1;

@@ -104,8 +104,12 @@ rsResult_t rs_gpu_prepare(rs_gpu *g, rs_exec *x)
     }
     rsResult_t r = rs_cuda_check(cudaSetDevice(g->device), x, "cudaSetDevice");
     if (r == rsSuccess && !g->djobs) r = rs_cuda_check(cudaMalloc((void **)&g->djobs, x->njobs * sizeof *k), x, "cudaMalloc(jobs)");
+    /* On a lane stream, waited for: a synchronous copy from pageable memory may return before its DMA lands,
+     * and the lane streams (non-blocking) are not ordered after it, so a first kernel could read old jobs. */
     if (r == rsSuccess)
-        r = rs_cuda_check(cudaMemcpy(g->djobs, k, x->njobs * sizeof *k, cudaMemcpyHostToDevice), x, "cudaMemcpy(jobs)");
+        r = rs_cuda_check(cudaMemcpyAsync(g->djobs, k, x->njobs * sizeof *k, cudaMemcpyHostToDevice, g->lane[0]), x,
+                          "cudaMemcpyAsync(jobs)");
+    if (r == rsSuccess) r = rs_cuda_check(cudaStreamSynchronize(g->lane[0]), x, "cudaStreamSynchronize(jobs)");
     free(k);
     return r;
 }

@@ -53,7 +53,33 @@ static rsResult_t stream_wait(cudaStream_t s, ncclComm_t comm, int rank, int tim
     }
 }
 
-/* Plan agreement: allgather every rank's record. On a timeout the communicator is aborted (*aborted = 1). */
+/* A non-blocking communicator (the caller's, made with config.blocking = 0) returns ncclInProgress from
+ * its calls: NCCL wants its state polled to ncclSuccess before the next call on it, and before the stream
+ * the call enqueues on can be asked whether the work is done (the work may not be enqueued yet). Bounded by
+ * timeout_ms (<= 0: unbounded) and, when given, the executor's abort flag. */
+static rsResult_t comm_settle(ncclComm_t comm, int rank, int timeout_ms, atomic_int *abort_flag, const char *what)
+{
+    double t0 = rs_now();
+    long ns = 1000;
+    for (;;) {
+        ncclResult_t st = ncclSuccess;
+        ncclResult_t e = ncclCommGetAsyncError(comm, &st);
+        if (e != ncclSuccess) return nccl_check(e, comm, rank, "ncclCommGetAsyncError");
+        if (st == ncclSuccess) return rsSuccess;
+        if (st != ncclInProgress) return nccl_check(st, comm, rank, what);
+        if (abort_flag && atomic_load(abort_flag)) return rs_rt_err(rsAborted, "rank %d: aborted", rank);
+        if (timeout_ms > 0 && rs_now() - t0 > timeout_ms / 1000.0)
+            return rs_rt_err(rsTimeout, "rank %d: %s (non-blocking) did not complete within %d ms", rank, what,
+                             timeout_ms);
+        struct timespec ts = {0, ns};
+        nanosleep(&ts, NULL);
+        if (ns < 100000) ns *= 2;
+    }
+}
+
+/* Plan agreement: allgather every rank's record. When the collective was issued and did not complete (a
+ * timeout, an asynchronous NCCL error), the communicator is aborted (*aborted = 1) before the memory it
+ * uses is freed: cudaFree waits for the device, where the collective would still be waiting. */
 static rsResult_t agree(ncclComm_t comm, int dev, int rank, int n, const rs_agree_rec *mine, int timeout_ms,
                         rs_agree_rec *all, int *aborted)
 {
@@ -62,20 +88,27 @@ static rsResult_t agree(ncclComm_t comm, int dev, int rank, int n, const rs_agre
     rsResult_t r = rs_cuda_check(cudaSetDevice(dev), NULL, "cudaSetDevice");
     if (r == rsSuccess) r = rs_cuda_check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), NULL, "cudaStreamCreate");
     if (r == rsSuccess) r = rs_cuda_check(cudaMalloc(&d, (size_t)n * sizeof *mine), NULL, "cudaMalloc");
+    /* on the collective's stream: a synchronous copy from pageable memory may return before its DMA lands,
+     * and a non-blocking stream is not ordered after it */
     if (r == rsSuccess)
-        r = rs_cuda_check(cudaMemcpy((char *)d + (size_t)rank * sizeof *mine, mine, sizeof *mine, cudaMemcpyHostToDevice),
-                          NULL, "cudaMemcpy");
-    if (r == rsSuccess)
-        r = nccl_check(ncclAllGather((char *)d + (size_t)rank * sizeof *mine, d, sizeof *mine, ncclUint8, comm, s), comm,
-                       rank, "ncclAllGather (plan agreement)");
+        r = rs_cuda_check(cudaMemcpyAsync((char *)d + (size_t)rank * sizeof *mine, mine, sizeof *mine,
+                                          cudaMemcpyHostToDevice, s),
+                          NULL, "cudaMemcpyAsync");
+    int issued = 0;
     if (r == rsSuccess) {
-        r = stream_wait(s, comm, rank, timeout_ms, "plan agreement");
-        if (r == rsTimeout) {
+        ncclResult_t e = ncclAllGather((char *)d + (size_t)rank * sizeof *mine, d, sizeof *mine, ncclUint8, comm, s);
+        r = nccl_check(e, comm, rank, "ncclAllGather (plan agreement)");
+        issued = r == rsSuccess;
+        if (r == rsSuccess && e == ncclInProgress)
+            r = comm_settle(comm, rank, timeout_ms, NULL, "ncclAllGather (plan agreement)");
+    }
+    if (r == rsSuccess) r = stream_wait(s, comm, rank, timeout_ms, "plan agreement");
+    if (r != rsSuccess && issued) {
+        if (r == rsTimeout)
             rs_rt_err(rsTimeout, "rank %d: plan agreement timed out after %d ms: some rank of the communicator never "
                                  "created its executor", rank, timeout_ms);
-            ncclCommAbort(comm);
-            *aborted = 1;
-        }
+        ncclCommAbort(comm);
+        *aborted = 1;
     }
     if (r == rsSuccess) r = rs_cuda_check(cudaMemcpy(all, d, (size_t)n * sizeof *mine, cudaMemcpyDeviceToHost), NULL, "cudaMemcpy");
     if (d) cudaFree(d);
@@ -98,22 +131,10 @@ static rsResult_t nc_copies(rs_exec *x, int lane, uint32_t step, int phase)
     return rs_gpu_copies(&st(x)->g, x, lane, step, phase);
 }
 
-/* A non-blocking communicator (the caller's, made with config.blocking = 0) returns ncclInProgress from
- * ncclGroupEnd: NCCL wants its state polled to ncclSuccess before the next call on it. */
+/* An executor's call on a non-blocking communicator (comm_settle), bounded by its timeout and abort flag. */
 static rsResult_t nonblocking_wait(rs_exec *x, ncclComm_t comm)
 {
-    double t0 = rs_now();
-    for (;;) {
-        ncclResult_t st = ncclSuccess;
-        ncclResult_t e = ncclCommGetAsyncError(comm, &st);
-        if (e != ncclSuccess) return nccl_check(e, comm, (int)x->rank, "ncclCommGetAsyncError");
-        if (st == ncclSuccess) return rsSuccess;
-        if (st != ncclInProgress) return nccl_check(st, comm, (int)x->rank, "ncclGroupEnd (non-blocking)");
-        if (atomic_load(&x->abort_flag)) return rs_rt_err(rsAborted, "rank %u: aborted", x->rank);
-        if (x->cfg.timeoutMs > 0 && rs_now() - t0 > x->cfg.timeoutMs / 1000.0)
-            return rs_rt_err(rsTimeout, "rank %u: a non-blocking ncclGroupEnd did not complete within %d ms", x->rank,
-                             x->cfg.timeoutMs);
-    }
+    return comm_settle(comm, (int)x->rank, x->cfg.timeoutMs, &x->abort_flag, "ncclGroupEnd");
 }
 
 static rsResult_t nc_group(rs_exec *x, int lane, uint32_t step)
@@ -274,6 +295,7 @@ static rsResult_t warm_up(rs_exec *x, nc_state *c)
     char *scratch = NULL;
     RS_CUDA(x, cudaMalloc((void **)&scratch, nbytes));
     rsResult_t r = rsSuccess;
+    int pending = 0; /* connects were issued */
     for (int l = 0; l < RS_NLANES && r == rsSuccess; l++) {
         if (!c->comm[l] || !x->nlane[l]) continue;
         uint8_t *seen = calloc(2 * (size_t)x->world, 1);
@@ -282,6 +304,7 @@ static rsResult_t warm_up(rs_exec *x, nc_state *c)
             break;
         }
         r = nccl_check(ncclGroupStart(), c->comm[l], (int)x->rank, "ncclGroupStart");
+        pending = 1;
         size_t k = 1;
         for (uint32_t s = 0; s < x->nlane[l] && r == rsSuccess; s++) {
             const rs_xstep *xs = &x->xs[x->lane_steps[l][s]];
@@ -295,11 +318,16 @@ static rsResult_t warm_up(rs_exec *x, nc_state *c)
                 else r = nccl_check(ncclRecv(scratch + k++, 1, ncclUint8, peer, c->comm[l], c->g.lane[l]), c->comm[l], (int)x->rank, "ncclRecv (connect)");
             }
         }
-        rsResult_t r2 = nccl_check(ncclGroupEnd(), c->comm[l], (int)x->rank, "ncclGroupEnd (connect)");
+        ncclResult_t e = ncclGroupEnd();
+        rsResult_t r2 = nccl_check(e, c->comm[l], (int)x->rank, "ncclGroupEnd (connect)");
         if (r == rsSuccess) r = r2;
+        if (r == rsSuccess && e == ncclInProgress) r = nonblocking_wait(x, c->comm[l]);
         if (r == rsSuccess) r = stream_wait(c->g.lane[l], c->comm[l], (int)x->rank, x->cfg.timeoutMs, "connecting peers");
         free(seen);
     }
+    /* connects that did not complete still wait on the GPU for scratch: abort them before cudaFree, which
+     * would wait for them (a peer that failed after the agreement would hang this rank, not time it out) */
+    if (r != rsSuccess && pending) nc_abort(x);
     cudaFree(scratch);
     return r;
 }

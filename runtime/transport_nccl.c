@@ -21,6 +21,9 @@ typedef struct {
     /* The last run was issued into a CUDA graph capture of the config stream: nothing ran, and ev_done was
      * recorded into the graph rather than the stream, so it cannot be queried; that run is complete at once. */
     int captured;
+    /* An uncaptured run recorded ev_done and was not seen complete yet: a captured run after it does not make
+     * it complete (its ev_done record went into the graph, so the event still marks the uncaptured run). */
+    int plain_pending;
 } nc_state;
 
 static rsResult_t nccl_check(ncclResult_t e, ncclComm_t comm, int rank, const char *what)
@@ -206,6 +209,7 @@ static rsResult_t nc_run(rs_exec *x)
         RS_CUDA(x, cudaStreamWaitEvent(g->user, g->ev_end[l], 0));
     }
     RS_CUDA(x, cudaEventRecord(g->ev_done, g->user));
+    if (!c->captured) c->plain_pending = 1;
     x->run_res = rsSuccess;
     x->run_err[0] = 0;
     return rsSuccess;
@@ -219,10 +223,13 @@ static rsResult_t nc_sync(rs_exec *x, int wait)
     for (;;) {
         if (atomic_load(&c->aborted) || atomic_load(&x->abort_flag))
             return rs_rt_err(rsAborted, "rank %u: the run was aborted (rsExecAbort)", x->rank);
-        if (c->captured) return rsSuccess;
+        if (c->captured && !c->plain_pending) return rsSuccess;
         cudaSetDevice(c->g.device);
         cudaError_t e = cudaEventQuery(c->g.ev_done);
-        if (e == cudaSuccess) return rsSuccess;
+        if (e == cudaSuccess) {
+            c->plain_pending = 0;
+            return rsSuccess;
+        }
         if (e != cudaErrorNotReady) return rs_cuda_check(e, x, "run");
         rsResult_t r = rsSuccess;
         pthread_mutex_lock(&c->mu);

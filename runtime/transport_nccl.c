@@ -24,6 +24,11 @@ typedef struct {
     /* An uncaptured run recorded ev_done and was not seen complete yet: a captured run after it does not make
      * it complete (its ev_done record went into the graph, so the event still marks the uncaptured run). */
     int plain_pending;
+    /* rsExecRun is issuing NCCL calls on the communicators (under mu): an rsExecAbort from another thread
+     * then leaves the abort to the issuing thread, which sees the abort flag after its current call (between
+     * steps, in a non-blocking wait, or when the walk ends); ncclCommAbort under its feet would free the
+     * communicator it is calling. */
+    int issuing;
 } nc_state;
 
 static rsResult_t nccl_check(ncclResult_t e, ncclComm_t comm, int rank, const char *what)
@@ -170,7 +175,7 @@ static void nc_mark(rs_exec *x, uint32_t step, int begin) { rs_gpu_mark(&st(x)->
 
 static rsResult_t nc_prepare(rs_exec *x) { return rs_gpu_prepare(&st(x)->g, x); }
 
-static void nc_abort(rs_exec *x)
+static void nc_abort_now(rs_exec *x)
 {
     nc_state *c = st(x);
     pthread_mutex_lock(&c->mu);
@@ -180,6 +185,16 @@ static void nc_abort(rs_exec *x)
         RS_LOG(RS_LOG_INFO, (int)x->rank, "NCCL communicators aborted");
     }
     pthread_mutex_unlock(&c->mu);
+}
+
+/* rsExecAbort, from any thread (x->abort_flag is already set): now, unless a run is being issued. */
+static void nc_abort(rs_exec *x)
+{
+    nc_state *c = st(x);
+    pthread_mutex_lock(&c->mu);
+    int deferred = c->issuing;
+    pthread_mutex_unlock(&c->mu);
+    if (!deferred) nc_abort_now(x);
 }
 
 static rsResult_t nc_run(rs_exec *x)
@@ -194,13 +209,23 @@ static rsResult_t nc_run(rs_exec *x)
     RS_CUDA(x, cudaEventRecord(g->ev_start, g->user));
     for (int l = 0; l < RS_NLANES; l++)
         if (x->nlane[l]) RS_CUDA(x, cudaStreamWaitEvent(g->lane[l], g->ev_start, 0));
-    rsResult_t r = rs_exec_walk(x, -1, &x->abort_flag);
+    pthread_mutex_lock(&c->mu);
+    int stop = atomic_load(&x->abort_flag) || atomic_load(&c->aborted);
+    if (!stop) c->issuing = 1;
+    pthread_mutex_unlock(&c->mu);
+    rsResult_t r = stop ? rs_rt_err(rsAborted, "rank %u: the run was aborted (rsExecAbort)", x->rank)
+                        : rs_exec_walk(x, -1, &x->abort_flag);
+    pthread_mutex_lock(&c->mu);
+    c->issuing = 0;
+    pthread_mutex_unlock(&c->mu);
+    if (r == rsSuccess && atomic_load(&x->abort_flag)) /* an abort deferred while the last step was issued */
+        r = rs_rt_err(rsAborted, "rank %u: the run was aborted (rsExecAbort)", x->rank);
     if (r != rsSuccess) {
         /* Half a run is queued and peers wait for the rest: abort so that nobody hangs. */
         char msg[RS_ERRLEN];
         snprintf(msg, sizeof msg, "%s", rs_rt_err_msg());
         rs_exec_fail(x, r, "%s", msg);
-        nc_abort(x);
+        nc_abort_now(x);
         return rs_rt_err(r, "%s", msg);
     }
     for (int l = 0; l < RS_NLANES; l++) {
@@ -241,14 +266,14 @@ static rsResult_t nc_sync(rs_exec *x, int wait)
         }
         pthread_mutex_unlock(&c->mu);
         if (r != rsSuccess) {
-            nc_abort(x);
+            nc_abort_now(x);
             return r;
         }
         if (!wait) return rsInProgress;
         if (x->cfg.timeoutMs > 0 && rs_now() - t0 > x->cfg.timeoutMs / 1000.0) {
             r = rs_rt_err(rsTimeout, "rank %u: the run did not complete within %d ms (a peer never ran?); the "
                                      "communicators were aborted", x->rank, x->cfg.timeoutMs);
-            nc_abort(x);
+            nc_abort_now(x);
             return r;
         }
         struct timespec ts = {0, ns};
@@ -334,7 +359,7 @@ static rsResult_t warm_up(rs_exec *x, nc_state *c)
     }
     /* connects that did not complete still wait on the GPU for scratch: abort them before cudaFree, which
      * would wait for them (a peer that failed after the agreement would hang this rank, not time it out) */
-    if (r != rsSuccess && pending) nc_abort(x);
+    if (r != rsSuccess && pending) nc_abort_now(x);
     cudaFree(scratch);
     return r;
 }
@@ -435,7 +460,7 @@ rsResult_t rs_nccl_exec_create(struct rsPlan *plan, void *comm_in, const void *i
         r = rs_gpu_prepare(&c->g, x);
     }
     if (r != rsSuccess) {
-        if (r == rsTimeout) nc_abort(x);
+        if (r == rsTimeout) nc_abort_now(x);
         nc_free(x, c);
         x->tp = NULL;
         rs_exec_free(x);

@@ -80,7 +80,8 @@ int main(int argc, char **argv)
             quiet = 1;
         } else if (a[0] == '-' || path) {
             if (a[0] != '-') fprintf(stderr, "reshard-replay: one plan only ('%s' and '%s')\n", path, a);
-            else if (!strcmp(a, "--ranks") || !strcmp(a, "--iters") || !strcmp(a, "--timeout") || !strcmp(a, "--inject"))
+            else if (!strcmp(a, "--ranks") || !strcmp(a, "--iters") || !strcmp(a, "--timeout") ||
+                     !strcmp(a, "--inject"))
                 fprintf(stderr, "reshard-replay: %s needs a value\n", a);
             else fprintf(stderr, "reshard-replay: unknown option '%s'\n", a);
             fputs(usage, stderr);

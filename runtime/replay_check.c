@@ -377,6 +377,7 @@ int rs_replay_run(rsPlan_t plan, const rs_replay_opts *o, rs_replay_result *res)
     void ***host = rs_xcalloc(W, sizeof *host), ***dev = rs_xcalloc(W, sizeof *dev);
     rslot **slots = rs_xcalloc(W, sizeof *slots);
     uint32_t *nslots = rs_xcalloc(W, sizeof *nslots);
+    for (uint32_t r = 0; r < W; r++) res->nsteps += P->ranks[r].nsteps;
     uint64_t limit = o->host_limit ? o->host_limit : host_available();
     uint64_t need = limit == UINT64_MAX ? 0 : rs_replay_host_bytes(plan, o);
     if (need > limit) {
@@ -392,7 +393,6 @@ int rs_replay_run(rsPlan_t plan, const rs_replay_opts *o, rs_replay_result *res)
             set_error(res, rsInvalidArgument, "rank %u of the plan is not loaded (load it with RS_ALL_RANKS)", r);
             goto out;
         }
-        res->nsteps += g->nsteps;
         /* host: one block per binding (filled and checked in the layout's terms); dev: one per bindable
          * buffer, each member of a buffer group in an allocation of its own (so a run that treated a group
          * as one block would miss) */

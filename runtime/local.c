@@ -27,6 +27,9 @@ typedef struct rs_local {
     uint32_t *peer[RS_NLANES];
     rs_msg **head[RS_NLANES], **tail[RS_NLANES];
     rs_msg *msgs[RS_NLANES]; /* outgoing messages of the step in progress */
+    uint32_t *rpend[RS_NLANES]; /* the step's receives not taken yet (indices into its p2p list) */
+    uint32_t *rseen[RS_NLANES];  /* per peer slot: the scan of rpend that met a receive from it last */
+    uint32_t rscan[RS_NLANES];
     uint32_t progress[RS_NLANES];
     /* lane threads */
     pthread_t th[RS_NLANES];
@@ -113,6 +116,8 @@ static void local_free(rs_local *L)
         free(L->head[l]);
         free(L->tail[l]);
         free(L->msgs[l]);
+        free(L->rpend[l]);
+        free(L->rseen[l]);
     }
     pthread_mutex_destroy(&L->mu);
     pthread_cond_destroy(&L->cv);
@@ -369,7 +374,8 @@ static rs_local *local_new(rs_exec *x, struct rsGroup *g, const rs_local_ops *op
         for (uint32_t s = 0; s < x->nlane[l]; s++) n += x->xs[x->lane_steps[l][s]].nrecv;
         L->peer[l] = calloc(n ? n : 1, sizeof(uint32_t));
         L->msgs[l] = calloc(x->max_send ? x->max_send : 1, sizeof(rs_msg));
-        if (!L->peer[l] || !L->msgs[l]) goto oom;
+        L->rpend[l] = calloc(x->max_recv ? x->max_recv : 1, sizeof(uint32_t));
+        if (!L->peer[l] || !L->msgs[l] || !L->rpend[l]) goto oom;
         n = 0;
         for (uint32_t s = 0; s < x->nlane[l]; s++) {
             const rs_xstep *xs = &x->xs[x->lane_steps[l][s]];
@@ -383,7 +389,8 @@ static rs_local *local_new(rs_exec *x, struct rsGroup *g, const rs_local_ops *op
         L->npeer[l] = u;
         L->head[l] = calloc(u ? u : 1, sizeof(rs_msg *));
         L->tail[l] = calloc(u ? u : 1, sizeof(rs_msg *));
-        if (!L->head[l] || !L->tail[l]) goto oom;
+        L->rseen[l] = calloc(u ? u : 1, sizeof(uint32_t));
+        if (!L->head[l] || !L->tail[l] || !L->rseen[l]) goto oom;
     }
     return L;
 oom:
@@ -729,26 +736,48 @@ rsResult_t rs_local_group_p2p(rs_exec *x, int lane, uint32_t step)
         pthread_cond_signal(&P->lane_cv[lane]); /* one thread per lane waits there */
         pthread_mutex_unlock(&P->mu);
     }
-    /* Receive, in program order. */
+    /* Receive whichever message of the step has arrived, as NCCL progresses a group's receives independently:
+     * taken in program order, a receive could wait for a sender that waits for another of this step's
+     * receives to take its message (a cycle the plan verifier rightly does not count as a deadlock). The
+     * earliest pending receive from a peer takes that peer's next message, so per peer the k-th send still
+     * matches the k-th receive. */
     struct timespec dl = deadline(x->cfg.timeoutMs);
-    for (uint32_t i = 0; i < xs->np2p; i++) {
-        const rs_xp2p *p = &x->p2p[xs->p2p + i];
-        if (p->send) continue;
-        int k = peer_slot(L, lane, p->peer);
+    uint32_t *pend = L->rpend[lane], np = 0;
+    for (uint32_t i = 0; i < xs->np2p; i++)
+        if (!x->p2p[xs->p2p + i].send) pend[np++] = i;
+    while (np) {
         rs_msg *m = NULL;
+        uint32_t at = 0; /* the pending receive that takes m */
         rsResult_t r = rsSuccess;
-        char what[128];
         pthread_mutex_lock(&L->mu);
-        while (!(m = L->head[lane][k]) && r == rsSuccess) {
-            snprintf(what, sizeof what, "step %u (%s): no message from rank %u", step, ln, p->peer);
+        for (;;) {
+            uint32_t scan = ++L->rscan[lane];
+            if (!scan) { /* the stamps wrapped: clear them */
+                memset(L->rseen[lane], 0, L->npeer[lane] * sizeof(uint32_t));
+                scan = L->rscan[lane] = 1;
+            }
+            for (at = 0; at < np; at++) {
+                int k = peer_slot(L, lane, x->p2p[xs->p2p + pend[at]].peer);
+                if (L->rseen[lane][k] == scan) continue; /* an earlier pending receive from this peer */
+                L->rseen[lane][k] = scan;
+                if ((m = L->head[lane][k])) {
+                    L->head[lane][k] = m->next;
+                    if (!m->next) L->tail[lane][k] = NULL;
+                    break;
+                }
+            }
+            if (m) break;
+            char what[128];
+            snprintf(what, sizeof what, "step %u (%s): no message from rank %u", step, ln,
+                     x->p2p[xs->p2p + pend[0]].peer);
             r = wait_locked(L, lane, x, &dl, what);
-        }
-        if (m) {
-            L->head[lane][k] = m->next;
-            if (!m->next) L->tail[lane][k] = NULL;
+            if (r != rsSuccess) break;
         }
         pthread_mutex_unlock(&L->mu);
         if (r != rsSuccess) return r;
+        const rs_xp2p *p = &x->p2p[xs->p2p + pend[at]];
+        memmove(pend + at, pend + at + 1, (np - at - 1) * sizeof *pend);
+        np--;
         if (m->bytes != p->bytes)
             r = rs_rt_err(rsMismatch, "rank %u step %u (%s): rank %u sent %llu bytes where %llu were expected (the "
                                       "ranks run different plans?)", x->rank, step, ln, p->peer,

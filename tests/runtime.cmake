@@ -9,7 +9,7 @@ target_include_directories(rs_rt_build PUBLIC ${RS_RT_DIR})
 
 add_executable(test_runtime ${RS_RT_DIR}/test_runtime.c)
 target_link_libraries(test_runtime PRIVATE rs_rt_build rsreplay)
-foreach(t replay_row replay_transpose replay_mixed replay_forward replay_local checker_bites host_memory bind_errors
+foreach(t replay_row replay_transpose replay_mixed replay_forward replay_local checker_bites host_memory recv_order bind_errors
           fingerprint_mismatch world_mismatch per_rank_load never_arrives abort inject api kjob_random)
   add_test(NAME runtime_${t} COMMAND test_runtime ${t})
   set_tests_properties(runtime_${t} PROPERTIES TIMEOUT 60 LABELS runtime)

@@ -121,6 +121,43 @@ uint8_t *rts_wrong(size_t *len)
     return finish(b, len);
 }
 
+uint8_t *rts_recv_order(size_t *len)
+{
+    rtb *b = rtb_new(3, 1);
+    int64_t a1[] = {1}, shape[] = {16, 8};
+    uint32_t m[3];
+    for (uint32_t r = 0; r < 3; r++) {
+        char name[8];
+        snprintf(name, sizeof name, "r%u", r);
+        m[r] = rtb_mesh(b, name, 1, AX1, a1, r);
+    }
+    uint32_t ta = rtb_tensor(b, "a", RS_DT_FP32, 2, shape), tb = rtb_tensor(b, "b", RS_DT_FP32, 2, shape),
+             tc = rtb_tensor(b, "c", RS_DT_FP32, 2, shape);
+    rtb_piece(b, RS_SRC, ta, m[0], 0, NULL, "sa");
+    rtb_piece(b, RS_SRC, tb, m[0], 0, NULL, "sb");
+    rtb_piece(b, RS_SRC, tc, m[2], 0, NULL, "sc");
+    rtb_piece(b, RS_DST, ta, m[1], 0, NULL, "da");
+    rtb_piece(b, RS_DST, tb, m[2], 0, NULL, "db");
+    rtb_piece(b, RS_DST, tc, m[1], 0, NULL, "dc");
+    rtb_layout_done(b);
+    const uint64_t n = 16 * 8 * 4;
+    /* rank 0: a to rank 1, then (next step) b to rank 2 */
+    rtb_step(b, 0, RS_LANE_NET, 0, NULL);
+    rtb_p2p(b, 0, 1, 1, rtb_binding(b, 0, "sa", RS_SRC), 0, n);
+    rtb_step(b, 0, RS_LANE_NET, 0, NULL);
+    rtb_p2p(b, 0, 1, 2, rtb_binding(b, 0, "sb", RS_SRC), 0, n);
+    /* rank 1: one step receiving c from rank 2 (listed first) and a from rank 0 */
+    rtb_step(b, 1, RS_LANE_NET, 0, NULL);
+    rtb_p2p(b, 1, 0, 2, rtb_binding(b, 1, "dc", RS_DST), 0, n);
+    rtb_p2p(b, 1, 0, 0, rtb_binding(b, 1, "da", RS_DST), 0, n);
+    /* rank 2: b from rank 0, then (next step) c to rank 1 */
+    rtb_step(b, 2, RS_LANE_NET, 0, NULL);
+    rtb_p2p(b, 2, 0, 0, rtb_binding(b, 2, "db", RS_DST), 0, n);
+    rtb_step(b, 2, RS_LANE_NET, 0, NULL);
+    rtb_p2p(b, 2, 1, 1, rtb_binding(b, 2, "sc", RS_SRC), 0, n);
+    return finish(b, len);
+}
+
 uint8_t *rts_local(int64_t R, int64_t C, int steps, size_t *len)
 {
     rtb *b = rtb_new(1, 1);

@@ -17,6 +17,11 @@ uint8_t *rts_mixed(rtb_opts o, size_t *len);
 uint8_t *rts_forward(size_t *len);
 /* A plan that verifies structurally but delivers half of a tensor to the wrong place. */
 uint8_t *rts_wrong(size_t *len);
+/* Three ranks in three domains whose only order is the one a group's receives must not impose: rank 1 lists
+ * its receive from rank 2 first, but rank 2 sends only after rank 0's second step, which follows rank 0's
+ * send to rank 1 in the same group. A verified plan; a transport taking a group's receives in program order
+ * deadlocks on it. */
+uint8_t *rts_recv_order(size_t *len);
 /* One rank holding both sides: a transposition by local copies only (world 1), spread over `steps` steps. */
 uint8_t *rts_local(int64_t R, int64_t C, int steps, size_t *len);
 

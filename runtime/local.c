@@ -28,6 +28,7 @@ typedef struct rs_local {
     rs_msg **head[RS_NLANES], **tail[RS_NLANES];
     rs_msg *msgs[RS_NLANES]; /* outgoing messages of the step in progress */
     uint32_t *rpend[RS_NLANES]; /* the step's receives not taken yet (indices into its p2p list) */
+    int *rslot[RS_NLANES];       /* their peers' slots (peer_slot), side by side with rpend */
     uint32_t *rseen[RS_NLANES];  /* per peer slot: the scan of rpend that met a receive from it last */
     uint32_t rscan[RS_NLANES];
     uint32_t progress[RS_NLANES];
@@ -117,6 +118,7 @@ static void local_free(rs_local *L)
         free(L->tail[l]);
         free(L->msgs[l]);
         free(L->rpend[l]);
+        free(L->rslot[l]);
         free(L->rseen[l]);
     }
     pthread_mutex_destroy(&L->mu);
@@ -375,7 +377,8 @@ static rs_local *local_new(rs_exec *x, struct rsGroup *g, const rs_local_ops *op
         L->peer[l] = calloc(n ? n : 1, sizeof(uint32_t));
         L->msgs[l] = calloc(x->max_send ? x->max_send : 1, sizeof(rs_msg));
         L->rpend[l] = calloc(x->max_recv ? x->max_recv : 1, sizeof(uint32_t));
-        if (!L->peer[l] || !L->msgs[l] || !L->rpend[l]) goto oom;
+        L->rslot[l] = calloc(x->max_recv ? x->max_recv : 1, sizeof(int));
+        if (!L->peer[l] || !L->msgs[l] || !L->rpend[l] || !L->rslot[l]) goto oom;
         n = 0;
         for (uint32_t s = 0; s < x->nlane[l]; s++) {
             const rs_xstep *xs = &x->xs[x->lane_steps[l][s]];
@@ -743,8 +746,9 @@ rsResult_t rs_local_group_p2p(rs_exec *x, int lane, uint32_t step)
      * matches the k-th receive. */
     struct timespec dl = deadline(x->cfg.timeoutMs);
     uint32_t *pend = L->rpend[lane], np = 0;
+    int *slot = L->rslot[lane];
     for (uint32_t i = 0; i < xs->np2p; i++)
-        if (!x->p2p[xs->p2p + i].send) pend[np++] = i;
+        if (!x->p2p[xs->p2p + i].send) slot[np] = peer_slot(L, lane, x->p2p[xs->p2p + i].peer), pend[np++] = i;
     while (np) {
         rs_msg *m = NULL;
         uint32_t at = 0; /* the pending receive that takes m */
@@ -757,7 +761,7 @@ rsResult_t rs_local_group_p2p(rs_exec *x, int lane, uint32_t step)
                 scan = L->rscan[lane] = 1;
             }
             for (at = 0; at < np; at++) {
-                int k = peer_slot(L, lane, x->p2p[xs->p2p + pend[at]].peer);
+                int k = slot[at];
                 if (L->rseen[lane][k] == scan) continue; /* an earlier pending receive from this peer */
                 L->rseen[lane][k] = scan;
                 if ((m = L->head[lane][k])) {
@@ -777,6 +781,7 @@ rsResult_t rs_local_group_p2p(rs_exec *x, int lane, uint32_t step)
         if (r != rsSuccess) return r;
         const rs_xp2p *p = &x->p2p[xs->p2p + pend[at]];
         memmove(pend + at, pend + at + 1, (np - at - 1) * sizeof *pend);
+        memmove(slot + at, slot + at + 1, (np - at - 1) * sizeof *slot);
         np--;
         if (m->bytes != p->bytes)
             r = rs_rt_err(rsMismatch, "rank %u step %u (%s): rank %u sent %llu bytes where %llu were expected (the "

@@ -159,6 +159,21 @@ void rs_gpu_mark(rs_gpu *g, rs_exec *x, uint32_t step, int begin)
     nvtxDomainRangePushEx(dom, &a);
 }
 
+int rs_gpu_device_get(void)
+{
+    int d = -1;
+    if (cudaGetDevice(&d) != cudaSuccess) {
+        cudaGetLastError(); /* not sticky: clear it */
+        return -1;
+    }
+    return d;
+}
+
+void rs_gpu_device_put(int device)
+{
+    if (device >= 0 && cudaSetDevice(device) != cudaSuccess) cudaGetLastError();
+}
+
 void rs_gpu_free(rs_gpu *g, rs_exec *x)
 {
     cudaSetDevice(g->device);

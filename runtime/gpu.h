@@ -38,4 +38,24 @@ rsResult_t rs_gpu_event_wait(rs_exec *x, cudaEvent_t ev, int wait, const atomic_
 void rs_gpu_mark(rs_gpu *g, rs_exec *x, uint32_t step, int begin);
 void rs_gpu_free(rs_gpu *g, rs_exec *x);
 
+/* The calling thread's current device (-1 when the runtime cannot say), and putting it back: every entry of
+ * the CUDA transports that the caller's thread runs (create, prepare, run, sync, abort, destroy) leaves the
+ * current device as it found it, as NCCL's and cuBLAS's calls do, since they select the executor's device. */
+int rs_gpu_device_get(void);
+void rs_gpu_device_put(int device);
+/* The transport entries with the caller's device kept (the vtables' run, sync, ... go through these). */
+#define RS_GPU_KEEP_DEVICE(type, call)                                                                      \
+    do {                                                                                                    \
+        int keep_dev_ = rs_gpu_device_get();                                                               \
+        type keep_r_ = (call);                                                                             \
+        rs_gpu_device_put(keep_dev_);                                                                      \
+        return keep_r_;                                                                                    \
+    } while (0)
+#define RS_GPU_KEEP_DEVICE_VOID(call)                                                                       \
+    do {                                                                                                    \
+        int keep_dev_ = rs_gpu_device_get();                                                               \
+        call;                                                                                              \
+        rs_gpu_device_put(keep_dev_);                                                                      \
+    } while (0)
+
 #endif

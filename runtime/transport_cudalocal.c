@@ -130,6 +130,12 @@ static const rs_local_ops cl_local_ops = {
     .finish = cl_finish,
 };
 
+/* The entries the caller's thread runs, with its current device put back (gpu.h); abort only sets flags. */
+static rsResult_t cl_prepare_k(rs_exec *x) { RS_GPU_KEEP_DEVICE(rsResult_t, cl_prepare(x)); }
+static rsResult_t cl_run_k(rs_exec *x) { RS_GPU_KEEP_DEVICE(rsResult_t, rs_local_run(x)); }
+static rsResult_t cl_sync_k(rs_exec *x, int wait) { RS_GPU_KEEP_DEVICE(rsResult_t, rs_local_sync(x, wait)); }
+static void cl_destroy_k(rs_exec *x) { RS_GPU_KEEP_DEVICE_VOID(cl_destroy(x)); }
+
 static const rs_transport cl_transport = {
     .name = "cuda-local",
     .kind = rsTransportCudaLocal,
@@ -139,14 +145,14 @@ static const rs_transport cl_transport = {
     .group = rs_local_group_p2p,
     .done = cl_done,
     .mark = cl_mark,
-    .prepare = cl_prepare,
-    .run = rs_local_run,
-    .sync = rs_local_sync,
+    .prepare = cl_prepare_k,
+    .run = cl_run_k,
+    .sync = cl_sync_k,
     .abort = rs_local_abort,
-    .destroy = cl_destroy,
+    .destroy = cl_destroy_k,
 };
 
-rsResult_t rs_cudalocal_create(struct rsGroup *g, rs_exec *x)
+static rsResult_t cl_create(struct rsGroup *g, rs_exec *x)
 {
     x->tr = &cl_transport;
     int ndev = rs_cuda_device_count();
@@ -201,3 +207,5 @@ rsResult_t rs_cudalocal_create(struct rsGroup *g, rs_exec *x)
     rs_local_set_priv(x, c);
     return rsSuccess;
 }
+
+rsResult_t rs_cudalocal_create(struct rsGroup *g, rs_exec *x) { RS_GPU_KEEP_DEVICE(rsResult_t, cl_create(g, x)); }

@@ -303,6 +303,13 @@ static void nc_destroy(rs_exec *x)
     x->tp = NULL;
 }
 
+/* The entries the caller's thread runs, with its current device put back (gpu.h). */
+static rsResult_t nc_prepare_k(rs_exec *x) { RS_GPU_KEEP_DEVICE(rsResult_t, nc_prepare(x)); }
+static rsResult_t nc_run_k(rs_exec *x) { RS_GPU_KEEP_DEVICE(rsResult_t, nc_run(x)); }
+static rsResult_t nc_sync_k(rs_exec *x, int wait) { RS_GPU_KEEP_DEVICE(rsResult_t, nc_sync(x, wait)); }
+static void nc_abort_k(rs_exec *x) { RS_GPU_KEEP_DEVICE_VOID(nc_abort(x)); }
+static void nc_destroy_k(rs_exec *x) { RS_GPU_KEEP_DEVICE_VOID(nc_destroy(x)); }
+
 static const rs_transport nc_transport = {
     .name = "nccl",
     .kind = rsTransportNccl,
@@ -312,11 +319,11 @@ static const rs_transport nc_transport = {
     .group = nc_group,
     .done = nc_done,
     .mark = nc_mark,
-    .prepare = nc_prepare,
-    .run = nc_run,
-    .sync = nc_sync,
-    .abort = nc_abort,
-    .destroy = nc_destroy,
+    .prepare = nc_prepare_k,
+    .run = nc_run_k,
+    .sync = nc_sync_k,
+    .abort = nc_abort_k,
+    .destroy = nc_destroy_k,
 };
 
 /* Connect every peer of each lane now, in one group per communicator, so that no ncclGroupEnd of a run
@@ -364,8 +371,34 @@ static rsResult_t warm_up(rs_exec *x, nc_state *c)
     return r;
 }
 
-rsResult_t rs_nccl_exec_create(struct rsPlan *plan, void *comm_in, const void *id, int nranks, int rank,
-                               const rsConfig_t *cfg, rsExec_t *out)
+/* The world communicator from an ncclUniqueId. Non-blocking when the executor has a timeout, so that a rank
+ * that never calls init (or dies in it) fails the others with rsTimeout after timeout_ms instead of leaving
+ * them in ncclCommInitRank forever: the handle exists at once and is polled, and aborted when it does not
+ * settle. A non-blocking world makes the NVLink split and every later call non-blocking too (nc_group and
+ * the agreement poll them). */
+static rsResult_t world_init(ncclComm_t *world, int nranks, ncclUniqueId uid, int rank, int timeout_ms)
+{
+    *world = NULL;
+    if (timeout_ms <= 0)
+        return nccl_check(ncclCommInitRank(world, nranks, uid, rank), NULL, rank, "ncclCommInitRank");
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclResult_t e = ncclCommInitRankConfig(world, nranks, uid, rank, &config);
+    rsResult_t r = nccl_check(e, *world, rank, "ncclCommInitRankConfig");
+    if (r == rsSuccess && !*world) r = rs_rt_err(rsTransportError, "rank %d: ncclCommInitRankConfig gave no communicator", rank);
+    if (r == rsSuccess) r = comm_settle(*world, rank, timeout_ms, NULL, "ncclCommInitRankConfig");
+    if (r != rsSuccess) {
+        if (r == rsTimeout)
+            rs_rt_err(rsTimeout, "rank %d: creating the communicator of %d ranks timed out after %d ms: some rank "
+                                 "never called rsExecCreateNcclFromId with this id", rank, nranks, timeout_ms);
+        if (*world) ncclCommAbort(*world);
+        *world = NULL;
+    }
+    return r;
+}
+
+static rsResult_t nc_create(struct rsPlan *plan, void *comm_in, const void *id, int nranks, int rank,
+                            const rsConfig_t *cfg, rsExec_t *out)
 {
     ncclComm_t world = comm_in;
     int own_world = 0, dev = -1, n = 0, crank = 0;
@@ -375,7 +408,7 @@ rsResult_t rs_nccl_exec_create(struct rsPlan *plan, void *comm_in, const void *i
         RS_TRY(rs_cuda_check(cudaSetDevice(dev), NULL, "cudaSetDevice"));
         ncclUniqueId uid;
         memcpy(&uid, id, sizeof uid);
-        RS_TRY(nccl_check(ncclCommInitRank(&world, nranks, uid, rank), NULL, rank, "ncclCommInitRank"));
+        RS_TRY(world_init(&world, nranks, uid, rank, cfg->timeoutMs));
         own_world = 1;
     }
     rsResult_t r = nccl_check(ncclCommCount(world, &n), world, -1, "ncclCommCount");
@@ -470,4 +503,10 @@ rsResult_t rs_nccl_exec_create(struct rsPlan *plan, void *comm_in, const void *i
            x->nlane[0], x->nlane[1], c->comm[RS_LANE_NVL] ? "split" : "not needed");
     *out = x;
     return rsSuccess;
+}
+
+rsResult_t rs_nccl_exec_create(struct rsPlan *plan, void *comm_in, const void *id, int nranks, int rank,
+                               const rsConfig_t *cfg, rsExec_t *out)
+{
+    RS_GPU_KEEP_DEVICE(rsResult_t, nc_create(plan, comm_in, id, nranks, rank, cfg, out));
 }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cuda_runtime_api.h>
 #ifdef RESHARD_HAVE_NCCL
@@ -99,6 +100,8 @@ static rsPlan_t load_img(uint8_t *img, size_t len)
 typedef struct {
     rsPlan_t plan;
     ncclComm_t comm;
+    const ncclUniqueId *id; /* with comm NULL: rsExecCreateNcclFromId(id, nranks, rank) on `device` */
+    int nranks, device;
     int rank;
     int graph;
     rs_replay_report rep;
@@ -111,16 +114,34 @@ static void *nccl_rank(void *arg)
     nccl_arg *a = arg;
     const rs_plan *P = rs_replay_plan(a->plan);
     const rs_rank_prog *g = &P->ranks[a->rank];
-    CK(cudaSetDevice(a->rank));
+    int gdev = a->comm ? a->rank : a->device;
+    CK(cudaSetDevice(gdev));
     rsConfig_t cfg = RS_CONFIG_INITIALIZER;
     cfg.timeoutMs = 60000;
     cudaStream_t s;
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     cfg.stream = s;
     rsExec_t x;
-    a->res = rsExecCreateNccl(a->plan, (struct ncclComm *)a->comm, &cfg, &x);
+    if (a->comm) {
+        a->res = rsExecCreateNccl(a->plan, (struct ncclComm *)a->comm, &cfg, &x);
+    } else {
+        /* the executor on `device`, the thread's current device another one where there are two: every
+         * call must leave the current device as it found it */
+        cfg.device = gdev;
+        CK(cudaSetDevice(gdev == 0 && ndev > 1 ? 1 : 0));
+        a->res = rsExecCreateNcclFromId(a->plan, a->id, a->nranks, a->rank, &cfg, &x);
+        int cur = -1;
+        CK(cudaGetDevice(&cur));
+        if (a->res == rsSuccess && cur != (gdev == 0 && ndev > 1 ? 1 : 0)) {
+            snprintf(a->err, sizeof a->err, "rsExecCreateNcclFromId left device %d current", cur);
+            rsExecDestroy(x);
+            a->res = rsInternalError;
+        }
+        CK(cudaSetDevice(gdev));
+    }
     if (a->res != rsSuccess) {
-        snprintf(a->err, sizeof a->err, "%s", rsGetLastError());
+        if (!a->err[0]) snprintf(a->err, sizeof a->err, "%s", rsGetLastError());
+        cudaStreamDestroy(s);
         return NULL;
     }
     /* host: one block per binding; dev: one allocation per bindable buffer (each member of a group) */
@@ -153,12 +174,21 @@ static void *nccl_rank(void *arg)
         }
         CK(cudaGraphDestroy(graph));
     } else {
+        int other = gdev == 0 && ndev > 1 ? 1 : 0;
         for (int i = 0; i < 3 && a->res == rsSuccess; i++) {
+            if (!a->comm) CK(cudaSetDevice(other)); /* run and wait from another current device */
             a->res = rsExecRun(x);
             if (a->res == rsSuccess) a->res = rsExecSynchronize(x);
+            int cur = -1;
+            CK(cudaGetDevice(&cur));
+            if (a->res == rsSuccess && cur != (a->comm ? gdev : other)) {
+                snprintf(a->err, sizeof a->err, "rsExecRun/rsExecSynchronize left device %d current", cur);
+                a->res = rsInternalError;
+            }
+            CK(cudaSetDevice(gdev));
         }
     }
-    if (a->res != rsSuccess) snprintf(a->err, sizeof a->err, "%s", rsGetLastError());
+    if (a->res != rsSuccess && !a->err[0]) snprintf(a->err, sizeof a->err, "%s", rsGetLastError());
     for (uint32_t k = 0; k < ns; k++) {
         uint32_t i;
         uint64_t off, n = rs_replay_slot(a->plan, (uint32_t)a->rank, k, &i, &off);
@@ -214,6 +244,52 @@ static void replay_nccl(const char *name, rsPlan_t plan, int graph)
            (unsigned long long)checked);
     failures += bad;
 }
+
+/* rsExecCreateNcclFromId: a one-rank id replays (the communicator is made non-blocking, since the executor
+ * has a timeout); rank 0 of a two-rank id whose rank 1 never comes fails with rsTimeout within about
+ * timeoutMs instead of waiting in ncclCommInitRank forever. */
+static void nccl_from_id(void)
+{
+    ncclUniqueId id;
+    if (ncclGetUniqueId(&id) != ncclSuccess) {
+        printf("%-28s nccl: FAILED: ncclGetUniqueId\n", "from-id");
+        failures++;
+        return;
+    }
+    size_t n;
+    rsPlan_t plan = load_img(rts_local(1024, 515, 1, &n), n);
+    nccl_arg a;
+    memset(&a, 0, sizeof a);
+    a.plan = plan, a.id = &id, a.nranks = 1, a.rank = 0, a.device = 0;
+    nccl_rank(&a);
+    int bad = a.res != rsSuccess || a.rep.wrong || a.rep.untouched || a.rep.src_changed;
+    if (a.res != rsSuccess) printf("  %s: %s\n", rsGetErrorString(a.res), a.err);
+    printf("%-28s nccl: %s, %llu elements checked\n", "from-id (1 rank)", bad ? "FAILED" : "ok",
+           (unsigned long long)a.rep.checked);
+    failures += bad;
+
+    ncclUniqueId id2;
+    if (ncclGetUniqueId(&id2) != ncclSuccess) {
+        failures++;
+        rsPlanDestroy(plan);
+        return;
+    }
+    rsConfig_t cfg = RS_CONFIG_INITIALIZER;
+    cfg.timeoutMs = 3000;
+    cfg.device = 0;
+    rsExec_t x = NULL;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    rsResult_t r = rsExecCreateNcclFromId(plan, &id2, 2, 0, &cfg, &x);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    bad = r != rsTimeout || x != NULL || s > 30;
+    printf("%-28s nccl: %s after %.1f s (%s: %s)\n", "from-id (rank 1 absent)", bad ? "FAILED" : "timed out, ok", s,
+           rsGetErrorString(r), rsGetLastError());
+    if (x) rsExecDestroy(x);
+    failures += bad;
+    rsPlanDestroy(plan);
+}
 #endif
 
 int main(int argc, char **argv)
@@ -258,6 +334,7 @@ int main(int argc, char **argv)
     replay_nccl("nccl-world", p, 0);
     replay_nccl("nccl-world", p, 1);
     rsPlanDestroy(p);
+    nccl_from_id();
 #endif
     printf("test_gpu: %s\n", failures ? "FAILED" : "all GPU replays correct");
     return failures ? 1 : 0;

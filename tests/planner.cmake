@@ -8,7 +8,7 @@
 # A failing random case prints its seed; rerun it with `test_planner prop 1 SEED`.
 set(RS_PLANNER_TEST_DIR ${CMAKE_CURRENT_SOURCE_DIR}/planner)
 add_executable(test_planner ${RS_PLANNER_TEST_DIR}/test_planner.c ${RS_PLANNER_TEST_DIR}/lb.c
-               ${RS_PLANNER_TEST_DIR}/gen.c ${RS_PLANNER_TEST_DIR}/interp.c)
+               ${RS_PLANNER_TEST_DIR}/gen.c ${RS_PLANNER_TEST_DIR}/interp.c ${RS_PLANNER_TEST_DIR}/mutate.c)
 target_include_directories(test_planner PRIVATE ${RS_PLANNER_TEST_DIR})
 target_link_libraries(test_planner PRIVATE rscompiler)
 add_test(NAME planner_unit COMMAND test_planner unit)

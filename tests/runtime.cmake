@@ -96,14 +96,21 @@ endforeach()
 if(EXISTS ${PROJECT_SOURCE_DIR}/tests/planner/gen.c AND EXISTS ${PROJECT_SOURCE_DIR}/common/plan_verify_all.c
    AND EXISTS ${PROJECT_SOURCE_DIR}/compiler/planner.h)
   add_executable(test_planned ${RS_RT_DIR}/test_planned.c ${PROJECT_SOURCE_DIR}/tests/planner/gen.c
-                 ${PROJECT_SOURCE_DIR}/tests/planner/lb.c)
+                 ${PROJECT_SOURCE_DIR}/tests/planner/lb.c ${PROJECT_SOURCE_DIR}/tests/planner/mutate.c)
   target_include_directories(test_planned PRIVATE ${PROJECT_SOURCE_DIR}/tests/planner)
   target_link_libraries(test_planned PRIVATE rscompiler rsreplay)
   add_test(NAME runtime_planned_random COMMAND test_planned 1 400)
   add_test(NAME runtime_planned_random_nofusion COMMAND test_planned 1000 200)
   add_test(NAME runtime_planned_random_kernels COMMAND test_planned 2000 200)
+  # Damaged copies of those plans (tests/planner/mutate.c): every one the whole-plan verifier accepts must
+  # replay correctly on the runtime, so the verifier's acceptance means what the runtime needs (this fails
+  # when, say, the verifier's race check is skipped).
+  add_test(NAME runtime_planned_mutants COMMAND test_planned 3000 300 6)
+  add_test(NAME runtime_planned_mutants_kernels COMMAND test_planned 4000 200 6)
   set_tests_properties(runtime_planned_random runtime_planned_random_nofusion runtime_planned_random_kernels
+                       runtime_planned_mutants runtime_planned_mutants_kernels
                        PROPERTIES TIMEOUT 300 LABELS "runtime;replay")
+  set_tests_properties(runtime_planned_mutants_kernels PROPERTIES ENVIRONMENT RESHARD_CPU_EMULATE_KERNELS=1)
   set_tests_properties(runtime_planned_random_nofusion PROPERTIES ENVIRONMENT RESHARD_CPU_FUSE=0)
   set_tests_properties(runtime_planned_random_kernels PROPERTIES ENVIRONMENT RESHARD_CPU_EMULATE_KERNELS=1)
 endif()

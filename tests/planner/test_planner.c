@@ -11,6 +11,7 @@
 #include "gen.h"
 #include "interp.h"
 #include "lb.h"
+#include "mutate.h"
 #include "plan_dump.h"
 #include "planner.h"
 #include "util.h"
@@ -915,118 +916,6 @@ static int run_bound(uint64_t n, uint64_t seed0)
 
 /* ---- the verifier bites ---- */
 
-static uint64_t rnd_state;
-static uint64_t rnd(void)
-{
-    rnd_state ^= rnd_state << 13;
-    rnd_state ^= rnd_state >> 7;
-    rnd_state ^= rnd_state << 17;
-    return rnd_state;
-}
-
-/* Damage one thing in the plan; returns a short name of what, or NULL when nothing applies. */
-static const char *mutate(rs_plan *P)
-{
-    uint32_t world = P->layout.topo.world;
-    for (int tries = 0; tries < 50; tries++) {
-        uint32_t r = (uint32_t)(rnd() % world);
-        rs_rank_prog *g = &P->ranks[r];
-        if (!g->nops) continue;
-        rs_op *o = &g->ops[rnd() % g->nops];
-        uint32_t kind = (uint32_t)(rnd() % 8);
-        switch (kind) {
-        case 0: /* shift a buffer or staging region */
-            if (o->code == RS_OP_PACK || o->code == RS_OP_UNPACK || o->code == RS_OP_COPY) {
-                uint32_t di = rnd() % 2 ? o->src : o->dst;
-                rs_desc d;
-                rs_prog_desc(g, di, &d);
-                uint64_t step = d.count[d.ndim - 1] < 8 ? d.count[d.ndim - 1] : 8;
-                if (d.offset >= step && rnd() % 2) d.offset -= step;
-                else d.offset += step;
-                rs_prog_desc_set(g, di, &d);
-                return "region shifted";
-            }
-            break;
-        case 1: /* send/recv offset */
-            if (o->code == RS_OP_SEND || o->code == RS_OP_RECV) {
-                if (o->off >= 8 && rnd() % 2) o->off -= 8;
-                else o->off += 8;
-                return "message offset";
-            }
-            break;
-        case 2: /* drop a copy */
-            if (o->code == RS_OP_UNPACK || o->code == RS_OP_COPY || o->code == RS_OP_PACK) {
-                for (int side = 0; side < 2; side++) {
-                    rs_desc d;
-                    rs_prog_desc(g, side ? o->dst : o->src, &d);
-                    d.count[0] = 0;
-                    rs_prog_desc_set(g, side ? o->dst : o->src, &d);
-                }
-                o->bytes = 0;
-                return "op emptied";
-            }
-            break;
-        case 3: /* a wait removed (pointed at the first step of the other lane) */
-            for (uint32_t s = 0; s < g->nsteps; s++)
-                if (g->steps[s].nwaits) {
-                    uint32_t *w = &g->waits[g->steps[s].wait_begin];
-                    for (uint32_t t = 0; t < *w; t++)
-                        if (g->steps[t].lane != g->steps[s].lane) {
-                            if (t == *w) break;
-                            *w = t;
-                            return "wait weakened";
-                        }
-                }
-            break;
-        case 4: /* swap the destinations of two unpacks of a step */
-            for (uint32_t s = 0; s < g->nsteps; s++) {
-                const rs_step *st = &g->steps[s];
-                int a = -1, b = -1;
-                for (uint32_t k = 0; k < st->nops; k++) {
-                    const rs_op *x = &g->ops[st->op_begin + k];
-                    if (x->code != RS_OP_UNPACK) continue;
-                    if (a < 0) a = (int)(st->op_begin + k);
-                    else if (g->ops[a].bytes == x->bytes) {
-                        b = (int)(st->op_begin + k);
-                        break;
-                    }
-                }
-                if (b >= 0) {
-                    rs_desc da, db;
-                    rs_prog_desc(g, g->ops[a].dst, &da);
-                    rs_prog_desc(g, g->ops[b].dst, &db);
-                    rs_prog_desc_set(g, g->ops[a].dst, &db);
-                    rs_prog_desc_set(g, g->ops[b].dst, &da);
-                    if (memcmp(&da, &db, sizeof da)) return "unpack destinations swapped";
-                }
-            }
-            break;
-        case 5: /* a message to another peer of the same lane's allowed set */
-            if (o->code == RS_OP_SEND) {
-                uint32_t p = (uint32_t)(rnd() % world);
-                if (p != r && p != o->peer) {
-                    o->peer = p;
-                    return "send peer changed";
-                }
-            }
-            break;
-        case 6: /* a staging byte count */
-            if ((o->code == RS_OP_SEND || o->code == RS_OP_RECV) && o->bytes > 1) {
-                o->bytes -= 1;
-                return "message size";
-            }
-            break;
-        case 7: /* move a step's staging: every staging region of one op into another half */
-            if (o->code == RS_OP_RECV && o->loc == RS_LOC_STAGING && g->staging_bytes > 2 * o->bytes) {
-                o->off = (o->off + g->staging_bytes / 2) % (g->staging_bytes - o->bytes);
-                return "receive moved";
-            }
-            break;
-        }
-    }
-    return NULL;
-}
-
 static int run_mutate(uint64_t n, uint64_t seed0)
 {
     uint64_t caught = 0, both_ok = 0, strict = 0, tried = 0;
@@ -1051,14 +940,14 @@ static int run_mutate(uint64_t n, uint64_t seed0)
             rs_plan_free(&P);
             continue;
         }
-        rnd_state = seed * 0x9e3779b97f4a7c15ull + 1;
+        uint64_t rnd_state = seed * 0x9e3779b97f4a7c15ull + 1;
         for (int m = 0; m < 4; m++) {
             rs_plan Q;
             if (rs_plan_decode(img, len, -1, &Q, err, sizeof err)) {
                 failures++;
                 break;
             }
-            const char *what = mutate(&Q);
+            const char *what = rs_mutate(&Q, &rnd_state);
             if (!what) {
                 rs_plan_free(&Q);
                 continue;

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -368,17 +369,69 @@ static int write_all(int fd, const uint8_t *p, size_t n)
     return 0;
 }
 
-int rs_plan_write_file(rs_plan *P, const char *path, char *err, size_t errlen)
+static int write_encoded(int fd, const encoded *E)
+{
+    int bad = write_all(fd, E->head, sizeof E->head);
+    for (int i = 0; i < RS_SEC_COUNT_1_0 && !bad; i++) bad = write_all(fd, E->sec[i].v, E->sec[i].n);
+    return bad;
+}
+
+/* A path that is not a regular file: a character device or pipe (`-o /dev/null`, `-o /dev/stdout`, a FIFO)
+ * is written in place, since renaming a file over it would replace the device node or the link (as root,
+ * `-o /dev/null` once replaced /dev/null); anything else but a regular file is refused. Returns 1 when
+ * handled (0 written, -1 failed), 0 when the path is a regular file or does not exist. */
+static int write_special(const encoded *E, const char *path, int *rc, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || S_ISREG(st.st_mode)) return 0;
+    if (S_ISDIR(st.st_mode)) {
+        fail(err, errlen, "%s: cannot write: Is a directory", path);
+        *rc = -1;
+        return 1;
+    }
+    if (!S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode)) {
+        fail(err, errlen, "%s: cannot write: not a regular file, a character device or a pipe", path);
+        *rc = -1;
+        return 1;
+    }
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    int bad = fd < 0 || write_encoded(fd, E);
+    int e = errno;
+    if (fd >= 0 && close(fd) && !bad) bad = 1, e = errno;
+    if (bad) fail(err, errlen, "%s: cannot write: %s", path, strerror(e));
+    *rc = bad ? -1 : 0;
+    return 1;
+}
+
+int rs_plan_write_file(rs_plan *P, const char *path_in, char *err, size_t errlen)
 {
     encoded E;
     if (encode(P, &E, err, errlen)) {
         enc_free(&E);
         if (err && errlen) {
             char *why = rs_xstrdup(err); /* every error names the file first, as the loader's do */
-            fail(err, errlen, "%s: %s", path, why);
+            fail(err, errlen, "%s: %s", path_in, why);
             free(why);
         }
         return -1;
+    }
+    int rc = 0;
+    if (write_special(&E, path_in, &rc, err, errlen)) {
+        enc_free(&E);
+        return rc;
+    }
+    /* A symbolic link to a regular file keeps pointing at it: the file it names is the one replaced. */
+    const char *path = path_in;
+    char *resolved = NULL;
+    struct stat lst;
+    if (lstat(path_in, &lst) == 0 && S_ISLNK(lst.st_mode)) {
+        resolved = realpath(path_in, NULL);
+        if (!resolved) {
+            fail(err, errlen, "%s: cannot write through the symbolic link: %s", path_in, strerror(errno));
+            enc_free(&E);
+            return -1;
+        }
+        path = resolved;
     }
     size_t plen = strlen(path);
     char *tmp = rs_xmalloc(plen + 64);
@@ -390,20 +443,20 @@ int rs_plan_write_file(rs_plan *P, const char *path, char *err, size_t errlen)
         if (fd < 0 && errno != EEXIST) break;
     }
     if (fd < 0) {
-        fail(err, errlen, "%s: cannot create a temporary file next to it: %s", path, strerror(errno));
+        fail(err, errlen, "%s: cannot create a temporary file next to it: %s", path_in, strerror(errno));
         free(tmp);
+        free(resolved);
         enc_free(&E);
         return -1;
     }
-    int bad = write_all(fd, E.head, sizeof E.head);
-    for (int i = 0; i < RS_SEC_COUNT_1_0 && !bad; i++) bad = write_all(fd, E.sec[i].v, E.sec[i].n);
+    int bad = write_encoded(fd, &E);
     if (!bad) bad = fsync(fd);
     int e = errno;
     if (close(fd) && !bad) bad = -1, e = errno;
     if (!bad && rename(tmp, path)) bad = -1, e = errno;
     if (bad) {
         unlink(tmp);
-        fail(err, errlen, "%s: cannot write: %s", path, strerror(e));
+        fail(err, errlen, "%s: cannot write: %s", path_in, strerror(e));
     } else {
         /* Make the rename durable: fsync the directory (best effort). */
         const char *slash = strrchr(path, '/');
@@ -416,6 +469,7 @@ int rs_plan_write_file(rs_plan *P, const char *path, char *err, size_t errlen)
         free(dirname);
     }
     free(tmp);
+    free(resolved);
     enc_free(&E);
     return bad ? -1 : 0;
 }

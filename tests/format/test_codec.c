@@ -2,6 +2,7 @@
  * determinism, atomic writes, every truncation, header/table byte flips, sampled section flips,
  * text-mode damage, and structural corruption behind valid checksums (resealed). */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +113,39 @@ static void test_roundtrip(void)
     CHECK(strncmp(err, bad, strlen(bad)) == 0 && !strstr(err + strlen(bad), bad));
     CHECK(rs_plan_load_file(bad, -1, &Q, err, sizeof err) == -1 && strstr(err, "cannot open"));
     CHECK(rs_plan_load_file(dir, -1, &Q, err, sizeof err) == -1 && strstr(err, "is a directory"));
+    /* special paths: a pipe is written in place (renaming over it would replace it; as root the same
+     * rename once replaced /dev/null), a symbolic link keeps pointing at the file it names, a dangling
+     * link and a directory are refused, each error naming the path */
+    {
+        char fifo[300], lnk[300], dang[300];
+        snprintf(fifo, sizeof fifo, "%s/pipe", dir);
+        CHECK(mkfifo(fifo, 0600) == 0);
+        int rfd = open(fifo, O_RDONLY | O_NONBLOCK); /* a reader, so that the writer's open succeeds */
+        CHECK(rfd >= 0);
+        CHECK(na < 65536); /* fits the pipe's buffer: nothing has to read while it is written */
+        CHECK(rs_plan_write_file(&P, fifo, err, sizeof err) == 0);
+        struct stat st;
+        CHECK(stat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
+        uint8_t *pb = malloc(na + 1);
+        CHECK(read(rfd, pb, na + 1) == (ssize_t)na && !memcmp(pb, a, na));
+        free(pb);
+        close(rfd);
+        unlink(fifo);
+        snprintf(lnk, sizeof lnk, "%s/link.bin", dir);
+        CHECK(symlink("plan.bin", lnk) == 0);
+        CHECK(rs_plan_write_file(&P, lnk, err, sizeof err) == 0);
+        CHECK(lstat(lnk, &st) == 0 && S_ISLNK(st.st_mode));
+        CHECK(rs_plan_load_file(lnk, -1, &Q, err, sizeof err) == 0);
+        rs_plan_free(&Q);
+        unlink(lnk);
+        snprintf(dang, sizeof dang, "%s/dangling.bin", dir);
+        CHECK(symlink("nowhere/plan.bin", dang) == 0);
+        CHECK(rs_plan_write_file(&P, dang, err, sizeof err) == -1 && strstr(err, "symbolic link"));
+        CHECK(strncmp(err, dang, strlen(dang)) == 0);
+        unlink(dang);
+        CHECK(rs_plan_write_file(&P, dir, err, sizeof err) == -1 && strstr(err, "Is a directory"));
+        CHECK(strncmp(err, dir, strlen(dir)) == 0);
+    }
     /* an invalid plan is refused before anything is written: the old file stays */
     P.ranks[0].ops[2].peer = 0;
     CHECK(rs_plan_write_file(&P, path, err, sizeof err) == -1 && strstr(err, "peer is the rank itself"));

@@ -1,5 +1,5 @@
 /* plan_write.c - encodes an rs_plan into plan.bin (docs/format.md), field by field, little-endian,
- * deterministically; writes it atomically (temporary file in the same directory, fsync, rename). */
+ * deterministically; writes it with rs_write_file (atomically: temporary file, fsync, rename). */
 #define _GNU_SOURCE
 #include "plan.h"
 #include "plan_io.h"
@@ -7,7 +7,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -356,120 +355,22 @@ int rs_plan_encode(rs_plan *P, uint8_t **out, size_t *outlen, char *err, size_t 
     return 0;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n) {
-        ssize_t k = write(fd, p, n > (1u << 30) ? (1u << 30) : n);
-        if (k < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        p += k, n -= (size_t)k;
-    }
-    return 0;
-}
-
-static int write_encoded(int fd, const encoded *E)
-{
-    int bad = write_all(fd, E->head, sizeof E->head);
-    for (int i = 0; i < RS_SEC_COUNT_1_0 && !bad; i++) bad = write_all(fd, E->sec[i].v, E->sec[i].n);
-    return bad;
-}
-
-/* A path that is not a regular file: a character device or pipe (`-o /dev/null`, `-o /dev/stdout`, a FIFO)
- * is written in place, since renaming a file over it would replace the device node or the link (as root,
- * `-o /dev/null` once replaced /dev/null); anything else but a regular file is refused. Returns 1 when
- * handled (0 written, -1 failed), 0 when the path is a regular file or does not exist. */
-static int write_special(const encoded *E, const char *path, int *rc, char *err, size_t errlen)
-{
-    struct stat st;
-    if (stat(path, &st) != 0 || S_ISREG(st.st_mode)) return 0;
-    if (S_ISDIR(st.st_mode)) {
-        fail(err, errlen, "%s: cannot write: Is a directory", path);
-        *rc = -1;
-        return 1;
-    }
-    if (!S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode)) {
-        fail(err, errlen, "%s: cannot write: not a regular file, a character device or a pipe", path);
-        *rc = -1;
-        return 1;
-    }
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    int bad = fd < 0 || write_encoded(fd, E);
-    int e = errno;
-    if (fd >= 0 && close(fd) && !bad) bad = 1, e = errno;
-    if (bad) fail(err, errlen, "%s: cannot write: %s", path, strerror(e));
-    *rc = bad ? -1 : 0;
-    return 1;
-}
-
-int rs_plan_write_file(rs_plan *P, const char *path_in, char *err, size_t errlen)
+int rs_plan_write_file(rs_plan *P, const char *path, char *err, size_t errlen)
 {
     encoded E;
     if (encode(P, &E, err, errlen)) {
         enc_free(&E);
         if (err && errlen) {
             char *why = rs_xstrdup(err); /* every error names the file first, as the loader's do */
-            fail(err, errlen, "%s: %s", path_in, why);
+            fail(err, errlen, "%s: %s", path, why);
             free(why);
         }
         return -1;
     }
-    int rc = 0;
-    if (write_special(&E, path_in, &rc, err, errlen)) {
-        enc_free(&E);
-        return rc;
-    }
-    /* A symbolic link to a regular file keeps pointing at it: the file it names is the one replaced. */
-    const char *path = path_in;
-    char *resolved = NULL;
-    struct stat lst;
-    if (lstat(path_in, &lst) == 0 && S_ISLNK(lst.st_mode)) {
-        resolved = realpath(path_in, NULL);
-        if (!resolved) {
-            fail(err, errlen, "%s: cannot write through the symbolic link: %s", path_in, strerror(errno));
-            enc_free(&E);
-            return -1;
-        }
-        path = resolved;
-    }
-    size_t plen = strlen(path);
-    char *tmp = rs_xmalloc(plen + 64);
-    int fd = -1;
-    /* O_EXCL on a fresh name in the same directory; the umask applies to the 0666 mode. */
-    for (unsigned k = 0; k < 1000 && fd < 0; k++) {
-        snprintf(tmp, plen + 64, "%s.tmp.%ld.%u", path, (long)getpid(), k);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd < 0 && errno != EEXIST) break;
-    }
-    if (fd < 0) {
-        fail(err, errlen, "%s: cannot create a temporary file next to it: %s", path_in, strerror(errno));
-        free(tmp);
-        free(resolved);
-        enc_free(&E);
-        return -1;
-    }
-    int bad = write_encoded(fd, &E);
-    if (!bad) bad = fsync(fd);
-    int e = errno;
-    if (close(fd) && !bad) bad = -1, e = errno;
-    if (!bad && rename(tmp, path)) bad = -1, e = errno;
-    if (bad) {
-        unlink(tmp);
-        fail(err, errlen, "%s: cannot write: %s", path_in, strerror(e));
-    } else {
-        /* Make the rename durable: fsync the directory (best effort). */
-        const char *slash = strrchr(path, '/');
-        char *dirname = slash ? strndup(path, (size_t)(slash - path) + (slash == path)) : strdup(".");
-        int dfd = dirname ? open(dirname, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-        if (dfd >= 0) {
-            fsync(dfd);
-            close(dfd);
-        }
-        free(dirname);
-    }
-    free(tmp);
-    free(resolved);
+    rs_wpart parts[1 + RS_SEC_COUNT_1_0];
+    parts[0] = (rs_wpart){E.head, sizeof E.head};
+    for (int i = 0; i < RS_SEC_COUNT_1_0; i++) parts[1 + i] = (rs_wpart){E.sec[i].v, E.sec[i].n};
+    int rc = rs_write_file(path, parts, 1 + RS_SEC_COUNT_1_0, err, errlen);
     enc_free(&E);
-    return bad ? -1 : 0;
+    return rc;
 }

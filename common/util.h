@@ -59,6 +59,17 @@ static inline uint64_t rs_gcd_u64(uint64_t a, uint64_t b)
 #define rs_vec_free(vp) (free((vp)->v), (vp)->v = NULL, (vp)->n = (vp)->cap = 0)
 
 /* 64-bit FNV-1a, for hash tables and fingerprints (stable across machines). */
+/* A file's bytes, in pieces. rs_write_file writes them to path so that a failure never leaves half a file:
+ * to a fresh temporary file next to it (PATH.tmp.PID.N, exclusive, 0666 less the umask), fsynced and renamed
+ * over PATH, the directory fsynced; through a symbolic link, the file it names (a dangling link is
+ * refused); a character device or a pipe (/dev/null, /dev/stdout, a FIFO) in place, which a rename would
+ * replace; a directory or any other kind of file refused. Returns 0, or -1 with err "PATH: reason". */
+typedef struct {
+    const void *p;
+    size_t n;
+} rs_wpart;
+int rs_write_file(const char *path, const rs_wpart *parts, size_t nparts, char *err, size_t errlen);
+
 uint64_t rs_hash64(const void *data, size_t len, uint64_t seed);
 /* CRC32C (Castagnoli), used per section in plan.bin. */
 uint32_t rs_crc32c(uint32_t crc, const void *data, size_t len);

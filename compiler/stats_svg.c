@@ -364,23 +364,19 @@ int rs_stats_svg(const rs_plan *P, const rs_cost_report *r, const char *path, ch
     draw_nics(m, P, r, 520, top, W - 520 - 30, size);
     double yend = draw_timeline(m, r, 120, top + size + 90);
     fclose(m);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        snprintf(err, errlen, "--svg: cannot write %s", path);
-        free(body);
-        return -1;
-    }
     int h = (int)ceil(yend + 10);
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" %s>\n", W, h,
-            W, h, FONT);
-    fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n", W, h);
-    fwrite(body, 1, blen, f);
-    fputs("</svg>\n", f);
+    char head[1024];
+    int hn = snprintf(head, sizeof head,
+                      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" %s>\n"
+                      "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n",
+                      W, h, W, h, FONT, W, h);
+    static const char tail[] = "</svg>\n";
+    rs_wpart parts[3] = {{head, (size_t)hn}, {body, blen}, {tail, sizeof tail - 1}};
+    /* written whole or not at all, as plan.bin is */
+    char why[512];
+    int rc = rs_write_file(path, parts, 3, why, sizeof why);
+    if (rc) snprintf(err, errlen, "--svg: %s", why);
     free(body);
-    if (fclose(f)) {
-        snprintf(err, errlen, "--svg: cannot write %s", path);
-        return -1;
-    }
-    return 0;
+    return rc;
 }

@@ -69,6 +69,20 @@ def main():
             rc = subprocess.run([reshardc] + args, capture_output=True).returncode
             if rc != code:
                 fail(f"reshardc {' '.join(args)}: exit {rc}, want {code}")
+        # an SVG that cannot be written: the error names the file and the reason, and nothing is left behind
+        # (a FIFO is written in place; a link keeps pointing at the file it names)
+        bad = os.path.join(d, "missing", "p.svg")
+        r = subprocess.run([reshardc, "stats", plan, "--svg", bad], capture_output=True, text=True)
+        if r.returncode != 1 or bad + ": cannot create a temporary file next to it: No such file" not in r.stderr:
+            fail(f"--svg into a missing directory: exit {r.returncode}, {r.stderr!r}")
+        os.symlink("p.svg", os.path.join(d, "link.svg"))
+        subprocess.run([reshardc, "stats", plan, "--svg", os.path.join(d, "link.svg")], check=True, capture_output=True)
+        if not os.path.islink(os.path.join(d, "link.svg")):
+            fail("--svg through a symbolic link replaced the link")
+        ET.parse(os.path.join(d, "link.svg"))
+        left = sorted(f for f in os.listdir(d) if ".tmp." in f)
+        if left:
+            fail(f"temporary files left behind: {left}")
     print("ok")
 
 

@@ -4,22 +4,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && errlen) vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 static int write_all(int fd, const uint8_t *p, size_t n)
 {
@@ -50,14 +39,14 @@ static int write_special(const char *path, const rs_wpart *parts, size_t nparts,
     struct stat st;
     if (stat(path, &st) != 0 || S_ISREG(st.st_mode)) return 0;
     *rc = -1;
-    if (S_ISDIR(st.st_mode)) return fail(err, errlen, "%s: cannot write: Is a directory", path), 1;
+    if (S_ISDIR(st.st_mode)) return rs_errf(err, errlen, "%s: cannot write: Is a directory", path), 1;
     if (!S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode))
-        return fail(err, errlen, "%s: cannot write: not a regular file, a character device or a pipe", path), 1;
+        return rs_errf(err, errlen, "%s: cannot write: not a regular file, a character device or a pipe", path), 1;
     int fd = open(path, O_WRONLY | O_CLOEXEC);
     int bad = fd < 0 || write_parts(fd, parts, nparts);
     int e = errno;
     if (fd >= 0 && close(fd) && !bad) bad = 1, e = errno;
-    if (bad) fail(err, errlen, "%s: cannot write: %s", path, strerror(e));
+    if (bad) rs_errf(err, errlen, "%s: cannot write: %s", path, strerror(e));
     else *rc = 0;
     return 1;
 }
@@ -72,7 +61,7 @@ int rs_write_file(const char *path_in, const rs_wpart *parts, size_t nparts, cha
     struct stat lst;
     if (lstat(path_in, &lst) == 0 && S_ISLNK(lst.st_mode)) {
         if (!(resolved = realpath(path_in, NULL)))
-            return fail(err, errlen, "%s: cannot write through the symbolic link: %s", path_in, strerror(errno));
+            return rs_errf(err, errlen, "%s: cannot write through the symbolic link: %s", path_in, strerror(errno));
         path = resolved;
     }
     size_t plen = strlen(path);
@@ -85,7 +74,7 @@ int rs_write_file(const char *path_in, const rs_wpart *parts, size_t nparts, cha
         if (fd < 0 && errno != EEXIST) break;
     }
     if (fd < 0) {
-        fail(err, errlen, "%s: cannot create a temporary file next to it: %s", path_in, strerror(errno));
+        rs_errf(err, errlen, "%s: cannot create a temporary file next to it: %s", path_in, strerror(errno));
         free(tmp);
         free(resolved);
         return -1;
@@ -97,7 +86,7 @@ int rs_write_file(const char *path_in, const rs_wpart *parts, size_t nparts, cha
     if (!bad && rename(tmp, path)) bad = -1, e = errno;
     if (bad) {
         unlink(tmp);
-        fail(err, errlen, "%s: cannot write: %s", path_in, strerror(e));
+        rs_errf(err, errlen, "%s: cannot write: %s", path_in, strerror(e));
     } else {
         /* Make the rename durable: fsync the directory (best effort). */
         const char *slash = strrchr(path, '/');

@@ -8,23 +8,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && errlen) vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 /* Cursor reads with a range check; a value out of range marks the cursor bad (code 3). */
 static inline uint64_t get(rs_cur *c, uint64_t max)
@@ -42,7 +31,7 @@ static inline uint32_t get_opt(rs_cur *c) /* 0 = RS_NONE, else index + 1 */
 static int cur_fail(const rs_cur *c, const char *where, char *err, size_t errlen)
 {
     static const char *const why[] = {"", "ends inside a record", "has a malformed number", "has a value out of range"};
-    return fail(err, errlen, "bad plan (%s %s)", where, why[c->bad > 0 && c->bad < 4 ? c->bad : 3]);
+    return rs_errf(err, errlen, "bad plan (%s %s)", where, why[c->bad > 0 && c->bad < 4 ? c->bad : 3]);
 }
 
 /* ---- header ---- */
@@ -51,18 +40,18 @@ static int check_magic(const uint8_t *img, size_t len, char *err, size_t errlen)
 {
     static const uint8_t magic[RS_PLAN_MAGIC_LEN] = RS_PLAN_MAGIC;
     size_t n = len < RS_PLAN_MAGIC_LEN ? len : RS_PLAN_MAGIC_LEN;
-    if (len == 0) return fail(err, errlen, "not a plan file (empty)");
+    if (len == 0) return rs_errf(err, errlen, "not a plan file (empty)");
     if (!memcmp(img, magic, n)) {
-        if (n < RS_PLAN_MAGIC_LEN) return fail(err, errlen, "bad plan (truncated header)");
+        if (n < RS_PLAN_MAGIC_LEN) return rs_errf(err, errlen, "bad plan (truncated header)");
         return 0;
     }
     if (len >= 7 && img[0] == (magic[0] & 0x7f) && !memcmp(img + 1, magic + 1, 6))
-        return fail(err, errlen, "not a plan file (text-mode damage: high bit stripped?)");
+        return rs_errf(err, errlen, "not a plan file (text-mode damage: high bit stripped?)");
     if (len >= 7 && !memcmp(img, magic, 7)) {
         /* "\r\n\x1a\n" mangled: CR LF -> LF, LF -> CR LF, or cut at the ^Z. */
-        return fail(err, errlen, "not a plan file (text-mode damage: CRLF translation?)");
+        return rs_errf(err, errlen, "not a plan file (text-mode damage: CRLF translation?)");
     }
-    return fail(err, errlen, "not a plan file (bad magic)");
+    return rs_errf(err, errlen, "not a plan file (bad magic)");
 }
 
 typedef struct {
@@ -81,29 +70,29 @@ typedef struct {
 static int read_header(const uint8_t *img, size_t len, header *H, char *err, size_t errlen)
 {
     if (check_magic(img, len, err, errlen)) return -1;
-    if (len < RS_HDR_LEN + 4) return fail(err, errlen, "bad plan (truncated header)");
+    if (len < RS_HDR_LEN + 4) return rs_errf(err, errlen, "bad plan (truncated header)");
     unsigned major = rs_rd16(img + RS_HDR_MAJOR), minor = rs_rd16(img + RS_HDR_MINOR);
     if (major != RS_PLAN_MAJOR)
-        return fail(err, errlen, "unsupported plan format %u.%u (this reshard reads %d.x)", major, minor,
+        return rs_errf(err, errlen, "unsupported plan format %u.%u (this reshard reads %d.x)", major, minor,
                     RS_PLAN_MAJOR);
     H->hdr_len = rs_rd32(img + RS_HDR_LEN);
     if (H->hdr_len < RS_HDR_SIZE_1_0 || H->hdr_len > 4096 || H->hdr_len % 8)
-        return fail(err, errlen, "bad plan (header length %u)", H->hdr_len);
-    if (len < H->hdr_len) return fail(err, errlen, "bad plan (truncated header)");
+        return rs_errf(err, errlen, "bad plan (header length %u)", H->hdr_len);
+    if (len < H->hdr_len) return rs_errf(err, errlen, "bad plan (truncated header)");
     H->nsec = rs_rd32(img + RS_HDR_NSECTIONS);
     if (H->nsec < RS_SEC_COUNT_1_0 || H->nsec > RS_SEC_MAX)
-        return fail(err, errlen, "bad plan (%u sections)", H->nsec);
+        return rs_errf(err, errlen, "bad plan (%u sections)", H->nsec);
     uint64_t table_end = H->hdr_len + (uint64_t)H->nsec * RS_SEC_ENTRY_SIZE;
-    if (len < table_end) return fail(err, errlen, "bad plan (truncated section table)");
+    if (len < table_end) return rs_errf(err, errlen, "bad plan (truncated section table)");
     if (rs_rd32(img + RS_HDR_CRC) != rs_plan_header_crc(img, (size_t)table_end))
-        return fail(err, errlen, "bad checksum in the header");
-    if (rs_rd32(img + RS_HDR_FLAGS) != 0) return fail(err, errlen, "bad plan (unknown header flags)");
+        return rs_errf(err, errlen, "bad checksum in the header");
+    if (rs_rd32(img + RS_HDR_FLAGS) != 0) return rs_errf(err, errlen, "bad plan (unknown header flags)");
     H->world = rs_rd32(img + RS_HDR_WORLD);
     H->file_len = rs_rd64(img + RS_HDR_FILE_LEN);
     H->plan_fp = rs_rd64(img + RS_HDR_PLAN_FP);
     H->source_fp = rs_rd64(img + RS_HDR_SOURCE_FP);
     H->staging = rs_rd64(img + RS_HDR_STAGING);
-    if (H->world == 0 || H->world > RS_PLAN_MAX_WORLD) return fail(err, errlen, "bad plan (world of %u ranks)", H->world);
+    if (H->world == 0 || H->world > RS_PLAN_MAX_WORLD) return rs_errf(err, errlen, "bad plan (world of %u ranks)", H->world);
 
     /* Sections tile the rest of the file in table order: no gaps, no overlaps, nothing after them. */
     memset(H->idx, -1, sizeof H->idx);
@@ -116,29 +105,29 @@ static int read_header(const uint8_t *img, size_t len, header *H, char *err, siz
         s->len = rs_rd64(e + 16);
         s->crc = rs_rd32(e + 24);
         if (s->off != at || rs_uadd_ovf(at, s->len, &at))
-            return fail(err, errlen, "bad plan (section %u is not where the table says)", i);
+            return rs_errf(err, errlen, "bad plan (section %u is not where the table says)", i);
         if (s->id >= 1 && s->id <= RS_SEC_COUNT_1_0) {
-            if (H->idx[s->id] >= 0) return fail(err, errlen, "bad plan (section '%s' twice)", rs_plan_section_name(s->id));
+            if (H->idx[s->id] >= 0) return rs_errf(err, errlen, "bad plan (section '%s' twice)", rs_plan_section_name(s->id));
             H->idx[s->id] = (int)i;
         }
     }
     for (uint32_t id = 1; id <= RS_SEC_COUNT_1_0; id++)
-        if (H->idx[id] < 0) return fail(err, errlen, "bad plan (no section '%s')", rs_plan_section_name(id));
-    if (at != H->file_len) return fail(err, errlen, "bad plan (sections do not add up to the file length)");
+        if (H->idx[id] < 0) return rs_errf(err, errlen, "bad plan (no section '%s')", rs_plan_section_name(id));
+    if (at != H->file_len) return rs_errf(err, errlen, "bad plan (sections do not add up to the file length)");
     if (len < H->file_len) {
         for (uint32_t i = 0; i < H->nsec; i++)
             if (H->sec[i].off + H->sec[i].len > len)
-                return fail(err, errlen, "bad plan (truncated section '%s')", rs_plan_section_name(H->sec[i].id));
+                return rs_errf(err, errlen, "bad plan (truncated section '%s')", rs_plan_section_name(H->sec[i].id));
     }
     if (len > H->file_len)
-        return fail(err, errlen, "bad plan (%llu bytes after the end)", (unsigned long long)(len - H->file_len));
+        return rs_errf(err, errlen, "bad plan (%llu bytes after the end)", (unsigned long long)(len - H->file_len));
     return 0;
 }
 
 static int check_crc(const uint8_t *img, const secent *s, char *err, size_t errlen)
 {
     if (rs_crc32c(0, img + s->off, (size_t)s->len) != s->crc)
-        return fail(err, errlen, "bad checksum in section '%s'", rs_plan_section_name(s->id));
+        return rs_errf(err, errlen, "bad checksum in section '%s'", rs_plan_section_name(s->id));
     return 0;
 }
 
@@ -180,15 +169,15 @@ static int dec_layout(rs_cur *c, const strings *S, uint32_t world, rs_layout *L,
     bits = rs_cur_u64(c);
     memcpy(&T->nvlink_gbps, &bits, 8);
     if (c->bad) return cur_fail(c, where, err, errlen);
-    if (T->world != world) return fail(err, errlen, "bad plan (layout world %u, header world %u)", T->world, world);
-    if (T->world > rs_cur_left(c)) return fail(err, errlen, "bad plan (%s ends inside a record)", where);
+    if (T->world != world) return rs_errf(err, errlen, "bad plan (layout world %u, header world %u)", T->world, world);
+    if (T->world > rs_cur_left(c)) return rs_errf(err, errlen, "bad plan (%s ends inside a record)", where);
     T->domain_of = rs_xmalloc((size_t)T->world * sizeof *T->domain_of);
     for (uint32_t r = 0; r < T->world; r++) T->domain_of[r] = (uint32_t)get(c, UINT32_MAX);
 
     L->nmeshes = get_count(c, 3);
     if (c->bad) return cur_fail(c, where, err, errlen);
     if ((uint64_t)L->nmeshes * world > RS_PLAN_MAX_MESH_INDEX)
-        return fail(err, errlen, "bad plan (%u meshes x %u ranks over the limit)", L->nmeshes, world);
+        return rs_errf(err, errlen, "bad plan (%u meshes x %u ranks over the limit)", L->nmeshes, world);
     L->meshes = rs_xcalloc(L->nmeshes, sizeof *L->meshes);
     for (uint32_t i = 0; i < L->nmeshes && !c->bad; i++) {
         rs_mesh *m = &L->meshes[i];
@@ -207,7 +196,7 @@ static int dec_layout(rs_cur *c, const strings *S, uint32_t world, rs_layout *L,
             uint32_t r = (uint32_t)get(c, world - 1);
             if (c->bad) break;
             if (m->index_of[r] != -1)
-                return fail(err, errlen, "bad plan (mesh '%s' lists rank %u twice)", m->name ? m->name : "?", r);
+                return rs_errf(err, errlen, "bad plan (mesh '%s' lists rank %u twice)", m->name ? m->name : "?", r);
             m->ranks[k] = (int32_t)r;
             m->index_of[r] = (int32_t)k;
         }
@@ -269,7 +258,7 @@ static int dec_layout(rs_cur *c, const strings *S, uint32_t world, rs_layout *L,
     L->i64 = rs_xcalloc(L->ni64, sizeof *L->i64);
     for (uint32_t i = 0; i < L->ni64 && !c->bad; i++) L->i64[i] = rs_cur_sv(c);
     if (c->bad) return cur_fail(c, where, err, errlen);
-    if (c->p != c->end) return fail(err, errlen, "bad plan (%s has bytes after its records)", where);
+    if (c->p != c->end) return rs_errf(err, errlen, "bad plan (%s has bytes after its records)", where);
     return rs_plan_check_layout(L, err, errlen);
 }
 
@@ -300,7 +289,7 @@ static int dec_rank(const uint8_t *blob, const dirent_t *d, uint32_t rank, rs_ra
     snprintf(where, sizeof where, "program of rank %u", rank);
     /* Smallest encodings: binding 3 bytes, descriptor 4, step 3, op 3, wait 1. */
     uint64_t need = 3ull * d->nbindings + 4ull * d->ndescs + 3ull * d->nsteps + 3ull * d->nops + d->nwaits;
-    if (need > d->len) return fail(err, errlen, "bad plan (%s: counts larger than its bytes)", where);
+    if (need > d->len) return rs_errf(err, errlen, "bad plan (%s: counts larger than its bytes)", where);
 
     rs_cur cc = {blob, blob + d->len, 0}, *c = &cc;
     g->nbindings = d->nbindings;
@@ -324,7 +313,7 @@ static int dec_rank(const uint8_t *blob, const dirent_t *d, uint32_t rank, rs_ra
         if (x.ndim) x.stride[x.ndim - 1] = 1;
         if (c->bad) break;
         if (g->dpool_n + 2 + 2 * x.ndim > UINT32_MAX)
-            return fail(err, errlen, "bad plan (%s: descriptors take more than 2^32 words)", where);
+            return rs_errf(err, errlen, "bad plan (%s: descriptors take more than 2^32 words)", where);
         rs_prog_desc_add(g, &x);
     }
     if (c->bad) return cur_fail(c, where, err, errlen);
@@ -372,14 +361,14 @@ static int dec_rank(const uint8_t *blob, const dirent_t *d, uint32_t rank, rs_ra
                 o->bytes = rs_desc_bytes(rs_prog_desc(g, (uint32_t)src, &sd_));
                 hint = (uint64_t)(src > dst ? src : dst) + 1;
             } else {
-                return fail(err, errlen, "bad plan (%s, step %u: unknown opcode %u)", where, s, o->code);
+                return rs_errf(err, errlen, "bad plan (%s, step %u: unknown opcode %u)", where, s, o->code);
             }
         }
     }
     if (c->bad) return cur_fail(c, where, err, errlen);
     if (nop != g->nops || nwait != g->nwaits)
-        return fail(err, errlen, "bad plan (%s: step counts differ from the directory)", where);
-    if (c->p != c->end) return fail(err, errlen, "bad plan (%s has bytes after its steps)", where);
+        return rs_errf(err, errlen, "bad plan (%s: step counts differ from the directory)", where);
+    if (c->p != c->end) return rs_errf(err, errlen, "bad plan (%s has bytes after its steps)", where);
     g->loaded = 1;
     return 0;
 }
@@ -393,7 +382,7 @@ int rs_plan_decode(const uint8_t *img, size_t len, int rank, rs_plan *out, char 
     if (!img) len = 0;
     if (read_header(img, len, &H, err, errlen)) return -1;
     if (rank >= 0 && (uint32_t)rank >= H.world)
-        return fail(err, errlen, "rank %d is outside the plan's world of %u ranks", rank, H.world);
+        return rs_errf(err, errlen, "rank %d is outside the plan's world of %u ranks", rank, H.world);
     const secent *ss = &H.sec[H.idx[RS_SEC_STRINGS]], *sl = &H.sec[H.idx[RS_SEC_LAYOUT]];
     const secent *sr = &H.sec[H.idx[RS_SEC_RANKS]], *sp = &H.sec[H.idx[RS_SEC_PROGRAMS]];
     /* Shared tables are always checked; the programs section as a whole only in a full load (a
@@ -414,7 +403,7 @@ int rs_plan_decode(const uint8_t *img, size_t len, int rank, rs_plan *out, char 
 
     strings S = {NULL, ss->len};
     if (ss->len) {
-        if (img[ss->off + ss->len - 1] != 0) return fail(err, errlen, "bad plan (section 'strings' not NUL-terminated)");
+        if (img[ss->off + ss->len - 1] != 0) return rs_errf(err, errlen, "bad plan (section 'strings' not NUL-terminated)");
         S.base = rs_layout_name(&P->layout, (const char *)img + ss->off, (size_t)ss->len - 1);
     }
     rs_cur lc = {img + sl->off, img + sl->off + sl->len, 0};
@@ -422,7 +411,7 @@ int rs_plan_decode(const uint8_t *img, size_t len, int rank, rs_plan *out, char 
 
     /* Directory: one fixed entry per rank; programs tile the programs section in rank order. */
     if (sr->len != (uint64_t)H.world * RS_DIR_ENTRY_SIZE) {
-        fail(err, errlen, "bad plan (section 'ranks' has %llu bytes for %u ranks)", (unsigned long long)sr->len,
+        rs_errf(err, errlen, "bad plan (section 'ranks' has %llu bytes for %u ranks)", (unsigned long long)sr->len,
              H.world);
         goto bad;
     }
@@ -432,14 +421,14 @@ int rs_plan_decode(const uint8_t *img, size_t len, int rank, rs_plan *out, char 
         dirent_t d;
         read_dirent(img + sr->off + (size_t)r * RS_DIR_ENTRY_SIZE, &d);
         if (d.off != at || rs_uadd_ovf(at, d.len, &at) || at > sp->len) {
-            fail(err, errlen, "bad plan (program of rank %u outside section 'programs')", r);
+            rs_errf(err, errlen, "bad plan (program of rank %u outside section 'programs')", r);
             goto bad;
         }
         P->ranks[r].rank = r;
         P->ranks[r].staging_bytes = d.staging;
     }
     if (at != sp->len) {
-        fail(err, errlen, "bad plan (section 'programs' has bytes outside every program)");
+        rs_errf(err, errlen, "bad plan (section 'programs' has bytes outside every program)");
         goto bad;
     }
     /* Checksums: a full load computes every program's CRC once and combines them into the section's;
@@ -458,7 +447,7 @@ int rs_plan_decode(const uint8_t *img, size_t len, int rank, rs_plan *out, char 
         free(ops);
         if (all != sp->crc) {
             free(crc);
-            fail(err, errlen, "bad checksum in section '%s'", rs_plan_section_name(RS_SEC_PROGRAMS));
+            rs_errf(err, errlen, "bad checksum in section '%s'", rs_plan_section_name(RS_SEC_PROGRAMS));
             goto bad;
         }
     }
@@ -469,7 +458,7 @@ int rs_plan_decode(const uint8_t *img, size_t len, int rank, rs_plan *out, char 
         if (rank >= 0) crc[r] = rs_crc32c(0, img + sp->off + d.off, (size_t)d.len);
         if (crc[r] != d.crc) {
             free(crc);
-            fail(err, errlen, "bad checksum in the program of rank %u", r);
+            rs_errf(err, errlen, "bad checksum in the program of rank %u", r);
             goto bad;
         }
         if (dec_rank(img + sp->off + d.off, &d, r, &P->ranks[r], err, errlen) ||
@@ -483,7 +472,7 @@ int rs_plan_decode(const uint8_t *img, size_t len, int rank, rs_plan *out, char 
         const uint8_t *secs[RS_SEC_MAX];
         for (uint32_t i = 0; i < H.nsec; i++) secs[i] = img + H.sec[i].off;
         if (rs_plan_content_fp(img, secs) != H.plan_fp) {
-            fail(err, errlen, "bad plan (fingerprint does not match the content)");
+            rs_errf(err, errlen, "bad plan (fingerprint does not match the content)");
             goto bad;
         }
     }
@@ -497,16 +486,16 @@ int rs_plan_load_file(const char *path, int rank, rs_plan *out, char *err, size_
 {
     memset(out, 0, sizeof *out);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    if (fd < 0) return rs_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st)) {
         int e = errno;
         close(fd);
-        return fail(err, errlen, "%s: cannot stat: %s", path, strerror(e));
+        return rs_errf(err, errlen, "%s: cannot stat: %s", path, strerror(e));
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return fail(err, errlen, "%s: %s", path, S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
+        return rs_errf(err, errlen, "%s: %s", path, S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
     }
     char why[512];
     int rc;
@@ -517,12 +506,12 @@ int rs_plan_load_file(const char *path, int rank, rs_plan *out, char *err, size_
         if (img == MAP_FAILED) {
             int e = errno;
             close(fd);
-            return fail(err, errlen, "%s: cannot map: %s", path, strerror(e));
+            return rs_errf(err, errlen, "%s: cannot map: %s", path, strerror(e));
         }
         rc = rs_plan_decode(img, (size_t)st.st_size, rank, out, why, sizeof why);
         munmap(img, (size_t)st.st_size);
     }
     close(fd);
-    if (rc) return fail(err, errlen, "%s: %s", path, why);
+    if (rc) return rs_errf(err, errlen, "%s: %s", path, why);
     return 0;
 }

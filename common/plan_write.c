@@ -7,7 +7,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,16 +85,6 @@ static uint32_t str_add(strtab *t, const char *s)
     t->slot[j] = off + 1;
     t->n++;
     return off;
-}
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && errlen) vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
 }
 
 /* ---- sections ---- */
@@ -255,13 +244,13 @@ static int encode(rs_plan *P, encoded *E, char *err, size_t errlen)
 {
     const rs_layout *L = &P->layout;
     memset(E, 0, sizeof *E);
-    if (!P->ranks || L->topo.world == 0) return fail(err, errlen, "cannot encode: plan has no ranks");
+    if (!P->ranks || L->topo.world == 0) return rs_errf(err, errlen, "cannot encode: plan has no ranks");
     if (rs_plan_check_layout(L, err, errlen)) return -1;
     /* A plan decoded for one rank cannot be re-encoded (the planner may leave `loaded` all zero). */
     uint32_t nloaded = 0;
     for (uint32_t r = 0; r < L->topo.world; r++) nloaded += P->ranks[r].loaded != 0;
     if (nloaded && nloaded < L->topo.world)
-        return fail(err, errlen, "cannot encode: plan was loaded for some ranks only");
+        return rs_errf(err, errlen, "cannot encode: plan was loaded for some ranks only");
     for (uint32_t r = 0; r < L->topo.world && !P->verified; r++)
         if (rs_plan_verify_rank(P, r, err, errlen)) return -1;
 
@@ -362,7 +351,7 @@ int rs_plan_write_file(rs_plan *P, const char *path, char *err, size_t errlen)
         enc_free(&E);
         if (err && errlen) {
             char *why = rs_xstrdup(err); /* every error names the file first, as the loader's do */
-            fail(err, errlen, "%s: %s", path, why);
+            rs_errf(err, errlen, "%s: %s", path, why);
             free(why);
         }
         return -1;

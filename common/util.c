@@ -116,3 +116,12 @@ uint32_t rs_crc32c(uint32_t crc, const void *data, size_t len)
 #endif
     return rs_crc32c_portable(crc, data, len);
 }
+
+int rs_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (err && errlen) vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}

@@ -59,6 +59,9 @@ static inline uint64_t rs_gcd_u64(uint64_t a, uint64_t b)
 #define rs_vec_free(vp) (free((vp)->v), (vp)->v = NULL, (vp)->n = (vp)->cap = 0)
 
 /* 64-bit FNV-1a, for hash tables and fingerprints (stable across machines). */
+/* Formats an error message into err (when err and errlen are given) and returns -1. */
+int rs_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* A file's bytes, in pieces. rs_write_file writes them to path so that a failure never leaves half a file:
  * to a fresh temporary file next to it (PATH.tmp.PID.N, exclusive, 0666 less the umask), fsynced and renamed
  * over PATH, the directory fsynced; through a symbolic link, the file it names (a dangling link is

@@ -1,7 +1,7 @@
 /* mutate.c - damage to plans for the verifier's tests: one random change to a decoded plan (a region or
  * message offset shifted, an op emptied, a wait weakened, destinations swapped, a peer or size changed, a
  * receive moved, ops of a step reordered). test_planner's `mutate` compares the verifier's verdict with the
- * reference executor's; test_planned's `--mutate` replays every damaged plan the verifier accepts on the
+ * reference executor's; test_planned's MUTATIONS argument replays every damaged plan the verifier accepts on the
  * runtime's CPU transport, which must then deliver every element (or the verifier is unsound for it). */
 #include <string.h>
 

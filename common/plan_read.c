@@ -92,7 +92,8 @@ static int read_header(const uint8_t *img, size_t len, header *H, char *err, siz
     H->plan_fp = rs_rd64(img + RS_HDR_PLAN_FP);
     H->source_fp = rs_rd64(img + RS_HDR_SOURCE_FP);
     H->staging = rs_rd64(img + RS_HDR_STAGING);
-    if (H->world == 0 || H->world > RS_PLAN_MAX_WORLD) return rs_errf(err, errlen, "bad plan (world of %u ranks)", H->world);
+    if (H->world == 0 || H->world > RS_PLAN_MAX_WORLD)
+        return rs_errf(err, errlen, "bad plan (world of %u ranks)", H->world);
 
     /* Sections tile the rest of the file in table order: no gaps, no overlaps, nothing after them. */
     memset(H->idx, -1, sizeof H->idx);
@@ -107,7 +108,8 @@ static int read_header(const uint8_t *img, size_t len, header *H, char *err, siz
         if (s->off != at || rs_uadd_ovf(at, s->len, &at))
             return rs_errf(err, errlen, "bad plan (section %u is not where the table says)", i);
         if (s->id >= 1 && s->id <= RS_SEC_COUNT_1_0) {
-            if (H->idx[s->id] >= 0) return rs_errf(err, errlen, "bad plan (section '%s' twice)", rs_plan_section_name(s->id));
+            if (H->idx[s->id] >= 0)
+                return rs_errf(err, errlen, "bad plan (section '%s' twice)", rs_plan_section_name(s->id));
             H->idx[s->id] = (int)i;
         }
     }
@@ -403,7 +405,8 @@ int rs_plan_decode(const uint8_t *img, size_t len, int rank, rs_plan *out, char 
 
     strings S = {NULL, ss->len};
     if (ss->len) {
-        if (img[ss->off + ss->len - 1] != 0) return rs_errf(err, errlen, "bad plan (section 'strings' not NUL-terminated)");
+        if (img[ss->off + ss->len - 1] != 0)
+            return rs_errf(err, errlen, "bad plan (section 'strings' not NUL-terminated)");
         S.base = rs_layout_name(&P->layout, (const char *)img + ss->off, (size_t)ss->len - 1);
     }
     rs_cur lc = {img + sl->off, img + sl->off + sl->len, 0};

@@ -385,7 +385,8 @@ static rsResult_t world_init(ncclComm_t *world, int nranks, ncclUniqueId uid, in
     config.blocking = 0;
     ncclResult_t e = ncclCommInitRankConfig(world, nranks, uid, rank, &config);
     rsResult_t r = nccl_check(e, *world, rank, "ncclCommInitRankConfig");
-    if (r == rsSuccess && !*world) r = rs_rt_err(rsTransportError, "rank %d: ncclCommInitRankConfig gave no communicator", rank);
+    if (r == rsSuccess && !*world)
+        r = rs_rt_err(rsTransportError, "rank %d: ncclCommInitRankConfig gave no communicator", rank);
     if (r == rsSuccess) r = comm_settle(*world, rank, timeout_ms, NULL, "ncclCommInitRankConfig");
     if (r != rsSuccess) {
         if (r == rsTimeout)

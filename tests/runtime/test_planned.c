@@ -65,16 +65,19 @@ static int replay_mutants(const uint8_t *img, size_t len, uint64_t seed, uint64_
         int bad = 0;
         if (what && rs_plan_verify_all(&Q, err, sizeof err) != 0) {
             (*rejected)++;
-            if (getenv("RS_MUTATE_VERBOSE")) fprintf(stderr, "seed %llu: '%s' rejected: %s\n", (unsigned long long)seed, what, err);
+            if (getenv("RS_MUTATE_VERBOSE"))
+                fprintf(stderr, "seed %llu: '%s' rejected: %s\n", (unsigned long long)seed, what, err);
         } else if (what) {
             (*accepted)++;
-            if (getenv("RS_MUTATE_VERBOSE")) fprintf(stderr, "seed %llu: '%s' accepted\n", (unsigned long long)seed, what);
+            if (getenv("RS_MUTATE_VERBOSE"))
+                fprintf(stderr, "seed %llu: '%s' accepted\n", (unsigned long long)seed, what);
             if (rs_plan_encode(&Q, &mimg, &mlen, err, sizeof err) != 0) {
                 fprintf(stderr, "seed %llu: encode after '%s': %s\n", (unsigned long long)seed, what, err);
                 bad = 1;
             } else {
                 char tag[128];
-                snprintf(tag, sizeof tag, " (mutation %llu, '%s', accepted by the verifier)", (unsigned long long)m, what);
+                snprintf(tag, sizeof tag, " (mutation %llu, '%s', accepted by the verifier)", (unsigned long long)m,
+                         what);
                 bad = replay_img(mimg, mlen, seed, tag, checked, steps);
             }
             free(mimg);
@@ -138,7 +141,8 @@ int main(int argc, char **argv)
            "%llu skipped\n", (unsigned long long)planned, (unsigned long long)(planned - skipped),
            (unsigned long long)steps, (unsigned long long)checked, (unsigned long long)skipped);
     if (mutations) {
-        printf("test_planned: %llu damaged plans: %llu rejected by the verifier, %llu accepted and replayed correctly\n",
+        printf("test_planned: %llu damaged plans: %llu rejected by the verifier, %llu accepted and replayed "
+               "correctly\n",
                (unsigned long long)(accepted + rejected), (unsigned long long)rejected, (unsigned long long)accepted);
         /* the accepted ones are what this checks: too few and it checks nothing */
         if (accepted < (accepted + rejected) / 20) return 1;

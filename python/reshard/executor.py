@@ -118,9 +118,10 @@ class Executor:
 
     @classmethod
     def nccl_from_id(cls, plan, unique_id, nranks, rank, stream=None, device=None, timeout_ms=None, staging=None):
-        """Executor on a communicator the library makes (ncclCommInitRank) from ``unique_id``: the 128 bytes
-        rank 0 got from nccl_unique_id() (or torch.cuda.nccl.unique_id()) and shared with every rank, e.g.
-        with torch.distributed.broadcast_object_list. Collective over the nranks ranks."""
+        """Executor on a communicator the library makes (non-blocking ncclCommInitRankConfig) from ``unique_id``:
+        the 128 bytes rank 0 got from nccl_unique_id() (or torch.cuda.nccl.unique_id()) and shared with every
+        rank, e.g. with torch.distributed.broadcast_object_list. Collective over the nranks ranks; a rank that
+        never joins fails the others with rsTimeout after ``timeout_ms``."""
         uid = ctypes.create_string_buffer(_cuda.unique_id_bytes(unique_id), _cuda.NCCL_UNIQUE_ID_BYTES)
         cfg = cls._config(timeout_ms, stream, device, staging)
         h = ctypes.c_void_p()

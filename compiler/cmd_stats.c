@@ -253,8 +253,14 @@ int rs_cmd_stats(int argc, char **argv)
         fputs(stats_usage, stderr);
         return 2;
     }
-    if (nic == 0 || nvl == 0 || hbm == 0 || bucket == 0 || (roots >= 0 && (roots < 1 || roots > 16 || roots != floor(roots)))) {
-        fprintf(stderr, "reshardc stats: bandwidths and the bucket size must be positive, --gb-roots 1 to 16\n");
+    const char *zero = nic == 0 ? "--nic-gbps" : nvl == 0 ? "--nvlink-gbps" : hbm == 0 ? "--hbm-gbps"
+                     : bucket == 0 ? "--bucket-bytes" : NULL;
+    if (zero) {
+        fprintf(stderr, "reshardc stats: %s must be positive, not 0\n", zero);
+        return 2;
+    }
+    if (roots >= 0 && (roots < 1 || roots > 16 || roots != floor(roots))) {
+        fprintf(stderr, "reshardc stats: --gb-roots wants a whole number from 1 to 16, not %g\n", roots);
         return 2;
     }
     rs_plan P;

@@ -69,6 +69,10 @@ def main():
             rc = subprocess.run([reshardc] + args, capture_output=True).returncode
             if rc != code:
                 fail(f"reshardc {' '.join(args)}: exit {rc}, want {code}")
+        for opt, val in (("--nic-gbps", "0"), ("--nvlink-gbps", "0"), ("--bucket-bytes", "0"), ("--gb-roots", "17")):
+            r = subprocess.run([reshardc, "stats", plan, opt, val], capture_output=True, text=True)
+            if r.returncode != 2 or opt not in r.stderr:
+                fail(f"reshardc stats {opt} {val}: exit {r.returncode}, {r.stderr!r} (the option must be named)")
         # an SVG that cannot be written: the error names the file and the reason, and nothing is left behind
         # (a FIFO is written in place; a link keeps pointing at the file it names)
         bad = os.path.join(d, "missing", "p.svg")

@@ -488,7 +488,9 @@ bad:
 int rs_plan_load_file(const char *path, int rank, rs_plan *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a pipe with no writer would block the open; it is refused below like any other
+     * file that is not a regular one (the flag changes nothing for a regular file, which is mapped) */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return rs_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st)) {

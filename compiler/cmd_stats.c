@@ -266,7 +266,7 @@ int rs_cmd_stats(int argc, char **argv)
     rs_plan P;
     char err[512];
     if (rs_plan_load_file(path, -1, &P, err, sizeof err)) {
-        fprintf(stderr, "reshardc stats: %s: %s\n", path, err);
+        fprintf(stderr, "reshardc stats: %s\n", err);
         return 1;
     }
     rs_cost_params p;

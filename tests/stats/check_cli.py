@@ -73,6 +73,10 @@ def main():
             r = subprocess.run([reshardc, "stats", plan, opt, val], capture_output=True, text=True)
             if r.returncode != 2 or opt not in r.stderr:
                 fail(f"reshardc stats {opt} {val}: exit {r.returncode}, {r.stderr!r} (the option must be named)")
+        missing = os.path.join(d, "missing.bin")
+        r = subprocess.run([reshardc, "stats", missing], capture_output=True, text=True)
+        if r.stderr.count(missing) != 1:
+            fail(f"reshardc stats {missing}: the path should be named once: {r.stderr!r}")
         # an SVG that cannot be written: the error names the file and the reason, and nothing is left behind
         # (a FIFO is written in place; a link keeps pointing at the file it names)
         bad = os.path.join(d, "missing", "p.svg")

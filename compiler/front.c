@@ -1,10 +1,12 @@
 /* front.c - the front end's driver: reads and parses files (includes too), runs the elaborator
  * (sema.c) into rs_ir; also the AST arena, the identifier table, -D parsing and rs_ir_free. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ast.h"
 #include "plan.h" /* RS_VERSION_STRING */
@@ -199,16 +201,21 @@ int rs_front_run(rs_front *F, const char *given, const rs_diag_loc *at, void (*o
         return -1;
     }
     char *path = resolve(F, given, at);
-    FILE *fp = fopen(path, "rb");
+    /* The layout named on the command line may be a pipe (/dev/stdin); an include must be a regular file,
+     * so that a layout cannot make the compiler wait on a pipe nobody writes (O_NONBLOCK: the open does
+     * not wait for a writer, and the file is refused before it is read). */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | (at ? O_NONBLOCK : 0));
+    FILE *fp = fd >= 0 ? fdopen(fd, "rb") : NULL;
     struct stat sb;
     if (!fp || fstat(fileno(fp), &sb) != 0) {
         open_error(F, at, path, strerror(errno));
         if (fp) fclose(fp);
+        else if (fd >= 0) close(fd);
         free(path);
         return -1;
     }
-    if (S_ISDIR(sb.st_mode)) {
-        open_error(F, at, path, "is a directory");
+    if (S_ISDIR(sb.st_mode) || (at && !S_ISREG(sb.st_mode))) {
+        open_error(F, at, path, S_ISDIR(sb.st_mode) ? "is a directory" : "not a regular file");
         fclose(fp);
         free(path);
         return -1;

@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -230,6 +231,14 @@ static void test_limits(void)
     rs_ir ir;
     CHECK(load(t, &o, &ir, NULL) == 0 && ir.nfiles == 3);
     rs_ir_free(&ir);
+
+    /* an include that is a pipe nobody writes: refused at once, not waited on (a hang here is the bug) */
+    rs_front_opts_default(&o);
+    unlink("front_api_pipe");
+    CHECK(mkfifo("front_api_pipe", 0600) == 0);
+    snprintf(t, sizeof t, "%sinclude \"front_api_pipe\";\n", head);
+    expect_error(t, &o, "cannot read 'front_api_pipe': not a regular file");
+    unlink("front_api_pipe");
 
     rs_front_opts_default(&o);
     o.max_errors = 1;

@@ -103,3 +103,16 @@ add_test(NAME planner_compile_option_errors COMMAND sh -c "\
   $c $l -o o.plan --relays=on --relay-fanout=2 --fanout-split=16K --staging=64K --quiet && test -s o.plan"
   WORKING_DIRECTORY ${RS_RELAY_WORK})
 set_tests_properties(planner_compile_option_errors PROPERTIES LABELS planner TIMEOUT 60)
+# -o naming the layout itself (also through a link) or a file it includes: refused, exit 2, the file intact.
+add_test(NAME planner_compile_output_is_input COMMAND sh -c "\
+  c=$<TARGET_FILE:reshardc>; rm -rf oi && mkdir -p oi/inc && cd oi && \
+  cp ${CMAKE_CURRENT_SOURCE_DIR}/golden/relay_chain.layout main.layout && echo 'const UNUSED = 1;' >inc/x.layout && \
+  echo 'include \"inc/x.layout\";' >>main.layout && cp main.layout keep && cp inc/x.layout keep.inc && \
+  ln -s main.layout link.layout && \
+  for o in main.layout ./main.layout link.layout inc/x.layout; do \
+    $c main.layout -o $o 2>err; test $? = 2 || { echo \"-o $o: not exit 2\"; exit 1; }; \
+    grep -q 'the plan would replace it' err || { echo \"-o $o: no message\"; cat err; exit 1; }; \
+    cmp -s main.layout keep && cmp -s inc/x.layout keep.inc || { echo \"-o $o: input replaced\"; exit 1; }; \
+  done; $c main.layout -o o.plan --quiet && test -s o.plan"
+  WORKING_DIRECTORY ${RS_RELAY_WORK})
+set_tests_properties(planner_compile_output_is_input PROPERTIES LABELS planner TIMEOUT 60)

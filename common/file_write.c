@@ -51,6 +51,12 @@ static int write_special(const char *path, const rs_wpart *parts, size_t nparts,
     return 1;
 }
 
+int rs_same_file(const char *a, const char *b)
+{
+    struct stat x, y;
+    return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
 int rs_write_file(const char *path_in, const rs_wpart *parts, size_t nparts, char *err, size_t errlen)
 {
     int rc = 0;

@@ -62,6 +62,9 @@ static inline uint64_t rs_gcd_u64(uint64_t a, uint64_t b)
 /* Formats an error message into err (when err and errlen are given) and returns -1. */
 int rs_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* 1 when both paths exist and name the same file (device and inode: through links, ./ and ..), else 0. */
+int rs_same_file(const char *a, const char *b);
+
 /* A file's bytes, in pieces. rs_write_file writes them to path so that a failure never leaves half a file:
  * to a fresh temporary file next to it (PATH.tmp.PID.N, exclusive, 0666 less the umask), fsynced and renamed
  * over PATH, the directory fsynced; through a symbolic link, the file it names (a dangling link is

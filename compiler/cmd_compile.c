@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <sys/stat.h>
 
 #include "cmd.h"
 #include "ir.h"
@@ -202,9 +201,8 @@ int rs_cmd_compile(int argc, char **argv)
         goto done;
     }
     /* -o naming the layout or a file it includes would replace that file with the plan */
-    struct stat so, si;
-    for (uint32_t i = 0; i < ir.nfiles && stat(out, &so) == 0; i++) {
-        if (stat(ir.files[i], &si) != 0 || si.st_dev != so.st_dev || si.st_ino != so.st_ino) continue;
+    for (uint32_t i = 0; i < ir.nfiles; i++) {
+        if (!rs_same_file(out, ir.files[i])) continue;
         fprintf(stderr, "reshardc: -o %s is the %s '%s': the plan would replace it\n", out,
                 i ? "layout's include" : "layout", ir.files[i]);
         rs_ir_free(&ir);

@@ -9,6 +9,7 @@
 #include "cmd.h"
 #include "cost.h"
 #include "plan.h"
+#include "util.h"
 
 static const char stats_usage[] =
     "usage: reshardc stats PLAN [--json] [--svg FILE] [--nic-gbps X] [--nvlink-gbps X] [--hbm-gbps X]\n"
@@ -261,6 +262,10 @@ int rs_cmd_stats(int argc, char **argv)
     }
     if (roots >= 0 && (roots < 1 || roots > 16 || roots != floor(roots))) {
         fprintf(stderr, "reshardc stats: --gb-roots wants a whole number from 1 to 16, not %g\n", roots);
+        return 2;
+    }
+    if (svg && rs_same_file(svg, path)) {
+        fprintf(stderr, "reshardc stats: --svg %s is the plan '%s': the picture would replace it\n", svg, path);
         return 2;
     }
     rs_plan P;

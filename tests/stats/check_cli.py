@@ -77,6 +77,14 @@ def main():
         r = subprocess.run([reshardc, "stats", missing], capture_output=True, text=True)
         if r.stderr.count(missing) != 1:
             fail(f"reshardc stats {missing}: the path should be named once: {r.stderr!r}")
+        # --svg naming the plan itself: refused, the plan intact
+        with open(plan, "rb") as f:
+            before = f.read()
+        r = subprocess.run([reshardc, "stats", plan, "--svg", os.path.join(d, ".", "p.bin")], capture_output=True,
+                           text=True)
+        with open(plan, "rb") as f:
+            if r.returncode != 2 or "would replace it" not in r.stderr or f.read() != before:
+                fail(f"--svg onto the plan: exit {r.returncode}, {r.stderr!r}")
         # an SVG that cannot be written: the error names the file and the reason, and nothing is left behind
         # (a FIFO is written in place; a link keeps pointing at the file it names)
         bad = os.path.join(d, "missing", "p.svg")

@@ -60,9 +60,5 @@ int rs_cmd_dump(int argc, char **argv)
     printf("reshard plan, format %u.%u\n", major, minor);
     rs_plan_dump(stdout, &P, rank);
     rs_plan_free(&P);
-    if (fflush(stdout) || ferror(stdout)) {
-        fputs("reshardc dump: cannot write the listing\n", stderr);
-        return 1;
-    }
-    return 0;
+    return 0; /* a listing that could not be written is reported by main (finish) */
 }

@@ -27,6 +27,17 @@ static const struct {
     {"diff", rs_cmd_diff},   {"stats", rs_cmd_stats},
 };
 
+/* Output that did not reach standard output (a full disk under `> stats.txt`, a closed pipe) is an error,
+ * not a silently short report: said on stderr, and exit 1 unless the command had already failed. */
+static int finish(int rc)
+{
+    if (fflush(stdout) || ferror(stdout)) {
+        fputs("reshardc: cannot write to standard output\n", stderr);
+        return rc ? rc : 1;
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -35,13 +46,13 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fputs(usage, stdout);
-        return 0;
+        return finish(0);
     }
     if (!strcmp(argv[1], "--version")) {
         printf("reshardc %s (plan format %d.%d)\n", RS_VERSION_STRING, RS_PLAN_MAJOR, RS_PLAN_MINOR);
-        return 0;
+        return finish(0);
     }
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-        if (!strcmp(argv[1], cmds[i].name)) return cmds[i].run(argc - 1, argv + 1);
-    return rs_cmd_compile(argc, argv);
+        if (!strcmp(argv[1], cmds[i].name)) return finish(cmds[i].run(argc - 1, argv + 1));
+    return finish(rs_cmd_compile(argc, argv));
 }

@@ -77,6 +77,13 @@ def main():
         r = subprocess.run([reshardc, "stats", missing], capture_output=True, text=True)
         if r.stderr.count(missing) != 1:
             fail(f"reshardc stats {missing}: the path should be named once: {r.stderr!r}")
+        # a report that cannot reach standard output (a full disk): said, exit 1 (it used to exit 0)
+        if os.path.exists("/dev/full"):
+            for args in (["stats", plan], ["stats", plan, "--json"], ["verify", plan], ["dump", plan]):
+                with open("/dev/full", "w") as full:
+                    r = subprocess.run([reshardc] + args, stdout=full, stderr=subprocess.PIPE, text=True)
+                if r.returncode != 1 or "cannot write to standard output" not in r.stderr:
+                    fail(f"reshardc {' '.join(args)} > /dev/full: exit {r.returncode}, {r.stderr!r}")
         # --svg naming the plan itself: refused, the plan intact
         with open(plan, "rb") as f:
             before = f.read()

@@ -137,5 +137,9 @@ int main(int argc, char **argv)
     if (bad) printf("FAILED: the replay produced wrong data\n");
     else if (!quiet) printf("OK\n");
     rsPlanDestroy(plan);
+    if (fflush(stdout) || ferror(stdout)) { /* a report that did not arrive is a failure too */
+        fputs("reshard-replay: cannot write to standard output\n", stderr);
+        return 1;
+    }
     return bad ? 1 : 0;
 }

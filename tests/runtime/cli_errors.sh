@@ -30,5 +30,14 @@ expect 2 "bad --inject 'x' (want RANK:STEP)" "$plan" --inject x
 expect 2 "cannot open" "$plan.missing"
 # the plan is fine: a refused replay is not a bad command line
 expect 0 "" "$plan" --iters 0 --timeout 10000 --no-memory-check
+# a report that cannot reach standard output (a full disk): said, exit 1
+if [ -w /dev/full ]; then
+    "$replay" "$plan" --iters 0 >/dev/full 2>"$out"
+    rc=$?
+    if [ "$rc" != 1 ] || ! grep -qF "cannot write to standard output" "$out"; then
+        echo "reshard-replay $plan >/dev/full: exit $rc (want 1)" >&2
+        fails=$((fails + 1))
+    fi
+fi
 [ "$fails" = 0 ] || exit 1
 echo "cli errors OK"

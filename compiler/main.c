@@ -17,7 +17,8 @@ static const char usage[] =
     "\n"
     "Compiles a layout (how a model's weights are sharded on the training and the inference ranks)\n"
     "into a verified per-rank transfer plan, and reads plans back for review.\n"
-    "Exit status: 0 success, 1 invalid layout or plan, 2 bad command line.\n";
+    "Exit status: 0 success, 1 invalid layout or plan (or output that could not be written), 2 bad command\n"
+    "line.\n";
 
 static const struct {
     const char *name;

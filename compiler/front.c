@@ -114,7 +114,7 @@ void rs_front_opts_default(rs_front_opts *o)
     memset(o, 0, sizeof *o);
     o->max_errors = 20;
     o->max_tensors = 4000000;
-    o->max_pieces = 16000000;
+    o->max_pieces = 4000000;
     o->max_ranks = 1048576;
     o->max_iterations = 100000000;
     o->max_include_depth = 32;

@@ -37,7 +37,7 @@ typedef struct {
     uint32_t ndefines;
     uint32_t max_errors;      /* default 20 */
     uint64_t max_tensors;     /* default 4,000,000 */
-    uint64_t max_pieces;      /* default 16,000,000 */
+    uint64_t max_pieces;      /* default 4,000,000 */
     uint64_t max_ranks;       /* default 1,048,576 */
     uint64_t max_iterations;  /* total loop iterations, default 100,000,000 */
     uint32_t max_include_depth; /* default 32 */

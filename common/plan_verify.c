@@ -227,6 +227,11 @@ int rs_plan_verify_rank_unpacked(const rs_plan *P, uint32_t rank, const rs_desc 
     if ((g->nbindings && !g->bindings) || (g->nsteps && !g->steps) || (g->nops && !g->ops) ||
         (g->ndescs && (!g->dpool || !g->doff)) || (g->nwaits && !g->waits))
         return bad(err, errlen, "rank %u: missing table", rank);
+    /* The planner keeps every rank's staging within the budget it was given (docs/planner.md): a larger
+     * claim is damage, refused here rather than allocated by a worker or the whole-plan verifier. */
+    if (P->staging_budget && g->staging_bytes > P->staging_budget)
+        return bad(err, errlen, "rank %u: %llu staging bytes, over the plan's budget of %llu", rank,
+                   (unsigned long long)g->staging_bytes, (unsigned long long)P->staging_budget);
 
     /* Bindings: one per buffer, size = shape x dtype; explicit buffers keep their declared shape. */
     uint8_t *seen = rs_xcalloc(L->nbuffers / 8 + 1, 1);

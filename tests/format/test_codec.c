@@ -148,6 +148,15 @@ static void test_roundtrip(void)
         CHECK(rs_plan_write_file(&P, dir, err, sizeof err) == -1 && strstr(err, "Is a directory"));
         CHECK(strncmp(err, dir, strlen(dir)) == 0);
     }
+    /* a rank claiming more staging than the plan's budget: refused by the writer's (and the loader's) checks */
+    {
+        uint64_t keep = P.ranks[1].staging_bytes;
+        P.ranks[1].staging_bytes = P.staging_budget + 1;
+        uint8_t *img2 = NULL;
+        size_t len2 = 0;
+        CHECK(rs_plan_encode(&P, &img2, &len2, err, sizeof err) == -1 && strstr(err, "over the plan's budget"));
+        P.ranks[1].staging_bytes = keep;
+    }
     /* an invalid plan is refused before anything is written: the old file stays */
     P.ranks[0].ops[2].peer = 0;
     CHECK(rs_plan_write_file(&P, path, err, sizeof err) == -1 && strstr(err, "peer is the rank itself"));

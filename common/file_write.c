@@ -85,7 +85,10 @@ int rs_write_file(const char *path_in, const rs_wpart *parts, size_t nparts, cha
         free(resolved);
         return -1;
     }
-    int bad = write_parts(fd, parts, nparts);
+    /* a file that is replaced keeps its permissions (the temporary one got 0666 less the umask) */
+    struct stat old;
+    int bad = stat(path, &old) == 0 && fchmod(fd, old.st_mode & 07777) != 0;
+    if (!bad) bad = write_parts(fd, parts, nparts);
     if (!bad) bad = fsync(fd);
     int e = errno;
     if (close(fd) && !bad) bad = -1, e = errno;

@@ -133,6 +133,10 @@ static void test_roundtrip(void)
         /* loading from a pipe that nobody writes: refused at once (the open used to wait for a writer) */
         CHECK(rs_plan_load_file(fifo, -1, &Q, err, sizeof err) == -1 && strstr(err, "not a regular file"));
         unlink(fifo);
+        /* a file that is replaced keeps its permissions */
+        CHECK(chmod(path, 0640) == 0);
+        CHECK(rs_plan_write_file(&P, path, err, sizeof err) == 0);
+        CHECK(stat(path, &st) == 0 && (st.st_mode & 07777) == 0640);
         snprintf(lnk, sizeof lnk, "%s/link.bin", dir);
         CHECK(symlink("plan.bin", lnk) == 0);
         CHECK(rs_plan_write_file(&P, lnk, err, sizeof err) == 0);

@@ -245,9 +245,10 @@ static void replay_nccl(const char *name, rsPlan_t plan, int graph)
     failures += bad;
 }
 
-/* rsExecCreateNcclFromId: a one-rank id replays (the communicator is made non-blocking, since the executor
- * has a timeout); rank 0 of a two-rank id whose rank 1 never comes fails with rsTimeout within about
- * timeoutMs instead of waiting in ncclCommInitRank forever. */
+/* rsExecCreateNcclFromId: a one-rank id replays, plainly and captured in a CUDA graph (the communicator is
+ * made non-blocking, since the executor has a timeout; a one-rank plan has local copies only, so of NCCL
+ * this exercises creation and the agreement, not sends); rank 0 of a two-rank id whose rank 1 never comes
+ * fails with rsTimeout within about timeoutMs instead of waiting in ncclCommInitRank forever. */
 static void nccl_from_id(void)
 {
     ncclUniqueId id;
@@ -258,15 +259,23 @@ static void nccl_from_id(void)
     }
     size_t n;
     rsPlan_t plan = load_img(rts_local(1024, 515, 1, &n), n);
-    nccl_arg a;
-    memset(&a, 0, sizeof a);
-    a.plan = plan, a.id = &id, a.nranks = 1, a.rank = 0, a.device = 0;
-    nccl_rank(&a);
-    int bad = a.res != rsSuccess || a.rep.wrong || a.rep.untouched || a.rep.src_changed;
-    if (a.res != rsSuccess) printf("  %s: %s\n", rsGetErrorString(a.res), a.err);
-    printf("%-28s nccl: %s, %llu elements checked\n", "from-id (1 rank)", bad ? "FAILED" : "ok",
-           (unsigned long long)a.rep.checked);
-    failures += bad;
+    int bad = 0;
+    for (int graph = 0; graph < 2; graph++) { /* plain runs, then a run captured in a CUDA graph */
+        ncclUniqueId gid;
+        if (graph && ncclGetUniqueId(&gid) != ncclSuccess) {
+            failures++;
+            break;
+        }
+        nccl_arg a;
+        memset(&a, 0, sizeof a);
+        a.plan = plan, a.id = graph ? &gid : &id, a.nranks = 1, a.rank = 0, a.device = 0, a.graph = graph;
+        nccl_rank(&a);
+        bad = a.res != rsSuccess || a.rep.wrong || a.rep.untouched || a.rep.src_changed;
+        if (a.res != rsSuccess) printf("  %s: %s\n", rsGetErrorString(a.res), a.err);
+        printf("%-28s nccl%s: %s, %llu elements checked\n", "from-id (1 rank)", graph ? " (CUDA graph)" : "",
+               bad ? "FAILED" : "ok", (unsigned long long)a.rep.checked);
+        failures += bad;
+    }
 
     ncclUniqueId id2;
     if (ncclGetUniqueId(&id2) != ncclSuccess) {

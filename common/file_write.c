@@ -4,6 +4,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +75,15 @@ int rs_write_file(const char *path_in, const rs_wpart *parts, size_t nparts, cha
     size_t plen = strlen(path);
     char *tmp = rs_xmalloc(plen + 64);
     int fd = -1;
+    /* Ctrl-C, a hangup or a kill (not -9) while the temporary file exists waits until it is renamed or
+     * removed, so that no half-written PATH.tmp.* is left behind; the signal is delivered at the end. */
+    sigset_t hold, was;
+    sigemptyset(&hold);
+    sigaddset(&hold, SIGINT);
+    sigaddset(&hold, SIGTERM);
+    sigaddset(&hold, SIGHUP);
+    sigaddset(&hold, SIGQUIT);
+    pthread_sigmask(SIG_BLOCK, &hold, &was);
     /* O_EXCL on a fresh name in the same directory; the umask applies to the 0666 mode. */
     for (unsigned k = 0; k < 1000 && fd < 0; k++) {
         snprintf(tmp, plen + 64, "%s.tmp.%ld.%u", path, (long)getpid(), k);
@@ -81,10 +92,13 @@ int rs_write_file(const char *path_in, const rs_wpart *parts, size_t nparts, cha
     }
     if (fd < 0) {
         rs_errf(err, errlen, "%s: cannot create a temporary file next to it: %s", path_in, strerror(errno));
+        pthread_sigmask(SIG_SETMASK, &was, NULL);
         free(tmp);
         free(resolved);
         return -1;
     }
+    /* tests: a signal arriving while the file is written (tests/format.cmake, format_write_signal) */
+    if (getenv("RESHARD_TEST_SIGNAL_IN_WRITE")) raise(SIGINT);
     /* a file that is replaced keeps its permissions (the temporary one got 0666 less the umask) */
     struct stat old;
     int bad = stat(path, &old) == 0 && fchmod(fd, old.st_mode & 07777) != 0;
@@ -107,6 +121,7 @@ int rs_write_file(const char *path_in, const rs_wpart *parts, size_t nparts, cha
         }
         free(dirname);
     }
+    pthread_sigmask(SIG_SETMASK, &was, NULL);
     free(tmp);
     free(resolved);
     return bad ? -1 : 0;

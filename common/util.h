@@ -67,10 +67,10 @@ int rs_same_file(const char *a, const char *b);
 
 /* A file's bytes, in pieces. rs_write_file writes them to path so that a failure never leaves half a file:
  * to a fresh temporary file next to it (PATH.tmp.PID.N, exclusive, 0666 less the umask or the mode of the
- * file it replaces), fsynced and renamed over PATH, the directory fsynced; through a symbolic link, the
- * file it names (a dangling link is refused); a character device or a pipe (/dev/null, /dev/stdout, a
- * FIFO) in place, which a rename would replace; a directory or any other kind of file refused. Returns 0,
- * or -1 with err "PATH: reason". */
+ * file it replaces; interrupting signals held meanwhile), fsynced and renamed over PATH, the directory
+ * fsynced; through a symbolic link, the file it names (a dangling link is refused); a character device or
+ * a pipe (/dev/null, /dev/stdout, a FIFO) in place, which a rename would replace; a directory or any other
+ * kind of file refused. Returns 0, or -1 with err "PATH: reason". */
 typedef struct {
     const void *p;
     size_t n;

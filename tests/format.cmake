@@ -117,6 +117,16 @@ add_test(NAME format_reshardc_verify COMMAND $<TARGET_FILE:reshardc> verify ${RS
 add_test(NAME format_reshardc_verify_bad COMMAND sh -c
          "head -c 500 fixture.bin > cut.bin; $<TARGET_FILE:reshardc> verify cut.bin 2> cut.err; test $? = 1 && grep -q 'cut.bin: bad plan (truncated section' cut.err"
          WORKING_DIRECTORY ${RS_FMT_WORK})
+# Ctrl-C while the plan is written (a test hook raises SIGINT once the temporary file exists): the signal
+# waits until the file is renamed, so the command dies of it (130) leaving a whole plan and no PATH.tmp.*.
+add_test(NAME format_write_signal COMMAND sh -c "\
+  rm -rf sig && mkdir sig && \
+  RESHARD_TEST_SIGNAL_IN_WRITE=1 $<TARGET_FILE:reshardc> ${CMAKE_CURRENT_SOURCE_DIR}/golden/experts.layout \
+    -o sig/p.bin --quiet; rc=$?; test $rc = 130 || { echo \"exit $rc, want 130 (SIGINT)\"; exit 1; }; \
+  test -z \"$(ls sig | grep tmp)\" || { echo \"left behind:\"; ls sig; exit 1; }; \
+  $<TARGET_FILE:reshardc> verify sig/p.bin"
+  WORKING_DIRECTORY ${RS_FMT_WORK})
+set_tests_properties(format_write_signal PROPERTIES TIMEOUT 60)
 set_tests_properties(format_dump format_dump_rank format_diff format_diff_same format_diff_coalesced
                      format_diff_rerouted format_reshardc_dump
                      format_reshardc_verify format_reshardc_verify_bad PROPERTIES FIXTURES_REQUIRED rs_fmt_plans)

@@ -44,8 +44,12 @@ static int write_special(const char *path, const rs_wpart *parts, size_t nparts,
     if (S_ISDIR(st.st_mode)) return rs_errf(err, errlen, "%s: cannot write: Is a directory", path), 1;
     if (!S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode))
         return rs_errf(err, errlen, "%s: cannot write: not a regular file, a character device or a pipe", path), 1;
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    int bad = fd < 0 || write_parts(fd, parts, nparts);
+    /* O_NONBLOCK: a pipe nobody reads fails at once (ENXIO) instead of waiting for a reader; the writes
+     * then block as usual */
+    int fd = open(path, O_WRONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0 && errno == ENXIO)
+        return rs_errf(err, errlen, "%s: cannot write: no process is reading the pipe", path), 1;
+    int bad = fd < 0 || fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0 || write_parts(fd, parts, nparts);
     int e = errno;
     if (fd >= 0 && close(fd) && !bad) bad = 1, e = errno;
     if (bad) rs_errf(err, errlen, "%s: cannot write: %s", path, strerror(e));

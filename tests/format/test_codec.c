@@ -130,6 +130,8 @@ static void test_roundtrip(void)
         CHECK(read(rfd, pb, na + 1) == (ssize_t)na && !memcmp(pb, a, na));
         free(pb);
         close(rfd);
+        /* writing into a pipe that nobody reads: refused at once (the open used to wait for a reader) */
+        CHECK(rs_plan_write_file(&P, fifo, err, sizeof err) == -1 && strstr(err, "no process is reading the pipe"));
         /* loading from a pipe that nobody writes: refused at once (the open used to wait for a writer) */
         CHECK(rs_plan_load_file(fifo, -1, &Q, err, sizeof err) == -1 && strstr(err, "not a regular file"));
         unlink(fifo);

@@ -69,13 +69,17 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--no-memory-check")) {
             o.host_limit = UINT64_MAX;
         } else if (!strcmp(a, "--inject") && i + 1 < argc) {
-            unsigned r, s;
-            if (sscanf(argv[++i], "%u:%u", &r, &s) != 2) {
-                fprintf(stderr, "reshard-replay: bad --inject '%s' (want RANK:STEP)\n", argv[i]);
+            const char *v = argv[++i];
+            char *e = NULL;
+            unsigned long r = v[0] >= '0' && v[0] <= '9' ? strtoul(v, &e, 10) : 0, s = 0;
+            int ok = e && *e == ':' && e[1] >= '0' && e[1] <= '9' && r < (1ul << 30);
+            if (ok) s = strtoul(e + 1, &e, 10);
+            if (!ok || *e || s >= (1ul << 31)) {
+                fprintf(stderr, "reshard-replay: bad --inject '%s' (want RANK:STEP)\n", v);
                 return 2;
             }
             o.inject_rank = (int)r;
-            o.inject_step = s;
+            o.inject_step = (uint32_t)s;
         } else if (!strcmp(a, "--quiet")) {
             quiet = 1;
         } else if (a[0] == '-' || path) {
@@ -106,6 +110,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "reshard-replay: --ranks %ld-%ld outside the plan's %u ranks\n", first, last, W);
         rsPlanDestroy(plan);
         return 2;
+    }
+    /* an injection that can never happen would let a replay meant to fail pass */
+    if (o.inject_rank >= 0) {
+        uint32_t r = (uint32_t)o.inject_rank, n = r < W ? rs_replay_plan(plan)->ranks[r].nsteps : 0;
+        if (r >= W || o.inject_step >= n) {
+            if (r >= W) fprintf(stderr, "reshard-replay: --inject %u:%u: rank %u is outside the plan's %u ranks\n", r,
+                                o.inject_step, r, W);
+            else fprintf(stderr, "reshard-replay: --inject %u:%u: rank %u has %u steps (0 to %u)\n", r, o.inject_step, r,
+                         n, n ? n - 1 : 0);
+            rsPlanDestroy(plan);
+            return 2;
+        }
     }
     o.first = first < 0 ? 0 : (uint32_t)first;
     o.last = first < 0 ? W : (uint32_t)last + 1;

@@ -27,6 +27,11 @@ expect 2 "--iters needs a value" "$plan" --iters
 expect 2 "one plan only" "$plan" "$plan"
 expect 2 "bad --ranks '3-1' (want N-M)" "$plan" --ranks 3-1
 expect 2 "bad --inject 'x' (want RANK:STEP)" "$plan" --inject x
+expect 2 "bad --inject '-1:0' (want RANK:STEP)" "$plan" --inject -1:0
+expect 2 "bad --inject '3:4x' (want RANK:STEP)" "$plan" --inject 3:4x
+# an injection that cannot happen: the replay would pass where the caller expects it to fail
+expect 2 "--inject 99:0: rank 99 is outside the plan's" "$plan" --inject 99:0
+expect 2 "--inject 0:99999: rank 0 has" "$plan" --inject 0:99999
 expect 2 "cannot open" "$plan.missing"
 # the plan is fine: a refused replay is not a bad command line
 expect 0 "" "$plan" --iters 0 --timeout 10000 --no-memory-check

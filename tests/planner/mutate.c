@@ -1,6 +1,6 @@
 /* mutate.c - damage to plans for the verifier's tests: one random change to a decoded plan (a region or
  * message offset shifted, an op emptied, a wait weakened, destinations swapped, a peer or size changed, a
- * receive moved, ops of a step reordered). test_planner's `mutate` compares the verifier's verdict with the
+ * receive moved, ops of a step reordered, an op moved into the next or the previous step). test_planner's `mutate` compares the verifier's verdict with the
  * reference executor's; test_planned's MUTATIONS argument replays every damaged plan the verifier accepts on the
  * runtime's CPU transport, which must then deliver every element (or the verifier is unsound for it). */
 #include <string.h>
@@ -49,7 +49,7 @@ const char *rs_mutate(rs_plan *P, uint64_t *state)
         rs_rank_prog *g = &P->ranks[r];
         if (!g->nops) continue;
         rs_op *o = &g->ops[rnd() % g->nops];
-        uint32_t kind = (uint32_t)(rnd() % 11);
+        uint32_t kind = (uint32_t)(rnd() % 13);
         switch (kind) {
         case 0: /* shift a buffer or staging region */
             if (o->code == RS_OP_PACK || o->code == RS_OP_UNPACK || o->code == RS_OP_COPY) {
@@ -163,6 +163,17 @@ const char *rs_mutate(rs_plan *P, uint64_t *state)
                 g->ops[idx[b]] = t;
             }
             return "receives reversed";
+        }
+        case 11: /* the last op of a step slides into the next step (in program order, any lane) */
+        case 12: { /* the first op of a step slides back into the step before */
+            if (g->nsteps < 2) break;
+            uint32_t s = (uint32_t)(rnd() % (g->nsteps - 1));
+            rs_step *a = &g->steps[s], *b = &g->steps[s + 1];
+            if (kind == 11 ? a->nops < 2 : b->nops < 2) break; /* no step left empty */
+            if (a->op_begin + a->nops != b->op_begin) break;
+            if (kind == 11) a->nops--, b->op_begin--, b->nops++;
+            else a->nops++, b->op_begin++, b->nops--;
+            return kind == 11 ? "op moved to the next step" : "op moved to the step before";
         }
         }
     }

@@ -131,8 +131,10 @@ int rs_cmd_compile(int argc, char **argv)
             int staging = a[2] == 's';
             uint64_t b, min = staging ? 256 : 1;
             if (parse_bytes(v, &b) || b < min) {
-                rc = bad_usage(staging ? "--staging needs a byte count of at least 256 (e.g. 268435456 or 256M), not '%s'"
-                                       : "--fanout-split needs a byte count of at least 1 (e.g. 1048576 or 1M), not '%s'",
+                rc = bad_usage(staging ? "--staging needs a byte count of at least 256, a whole number with an optional "
+                                         "K, M or G (e.g. 268435456 or 256M), not '%s'"
+                                       : "--fanout-split needs a byte count of at least 1, a whole number with an "
+                                         "optional K, M or G (e.g. 1048576 or 1M), not '%s'",
                                v ? v : "");
                 goto done;
             }

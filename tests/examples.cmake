@@ -89,6 +89,16 @@ set(RS_PP8 -D PP=8 -D FIRST=7 -D LAST=6)
 rs_example_test(examples.deepseek-v3-h100.pp8.check check deepseek-v3-h100 ${RS_PP8})
 rs_example_test(examples.deepseek-v3-h100.pp8.bytes bytes deepseek-v3-h100 1342052868096 ${RS_PP8})
 rs_example_test(examples.deepseek-v3-h100.pp8.verify verify deepseek-v3-h100 ${RS_PP8})
+# DeepSeek-V3 with its multi-token-prediction layer (include/mtp.layout; engines that draft with it): 671.03 B
+#   + a MoE layer (a + 7168 + 256*7168 + 256 + 257*3*2048*7168) + enorm, hnorm, final norm (3*7168) + eh_proj
+#   (7168*14336) = 682,636,487,424 parameters -> x 2, + 59*256 fp32 biases x 2 more bytes
+rs_example_test(examples.deepseek-v3-h100.mtp.check check deepseek-v3-h100 -D MTP=1)
+rs_example_test(examples.deepseek-v3-h100.mtp.bytes bytes deepseek-v3-h100 1365273005056 -D MTP=1)
+rs_example_test(examples.deepseek-v3-h100.mtp.verify verify deepseek-v3-h100 -D MTP=1)
+rs_example_test(examples.deepseek-v3-gb200.mtp.check check deepseek-v3-gb200 -D MTP=1)
+foreach(m 1 2)
+  rs_example_test(examples.deepseek-v3-h100.mtp.experts${m}.check check deepseek-v3-h100 -D MTP=1 -D EXPERTS=${m})
+endforeach()
 # vLLM experts TP-sharded over all 128 inference ranks (one instance, data_parallel_size 16), and expert
 # parallel over them (enable_expert_parallel: EP128, one whole expert per rank).
 foreach(m 1 2)
@@ -100,6 +110,8 @@ rs_example_test(examples.llama3-70b-h100.bridge.check check llama3-70b-h100 -D M
 
 set(RS_SCALED_VARIANTS
     "deepseek-v3-h100 pp8 -D PP=8 -D FIRST=4 -D LAST=1"
+    # two MTP layers (mtp.layers.0 and .1 on the last stage)
+    "deepseek-v3-h100 mtp -D MTP=2"
     "qwen3-235b-h100 experts1 -D EXPERTS=1 -D E=16 -D F=128"
     "qwen3-235b-h100 experts2 -D EXPERTS=2 -D E=128 -D F=4"
     # training TP8 > 4 kv groups: each group's rows split over 2 training ranks (MODELS.md's partial groups;

@@ -20,7 +20,9 @@ class ReshardWorkerExtension:
         self.reshard_exec = reshard.Executor.nccl_from_id(self.reshard_plan, unique_id, refit_world_size, rank,
                                                           stream=torch.cuda.current_stream(), timeout_ms=600_000)
         # vLLM's own names (fused qkv_proj, gate_up_proj, stacked experts): the layout's dst names.
-        m = self.reshard_exec.bind_all(reshard.named_tensors(model.named_parameters()), side="destination")
+        params = reshard.named_tensors(model.named_parameters())
+        params.update(drafter_parameters(self.model_runner, params))
+        m = self.reshard_exec.bind_all(params, side="destination")
         return len(m.pairs)
 
     def reshard_refit(self):
@@ -29,6 +31,18 @@ class ReshardWorkerExtension:
         self.reshard_exec.run(torch.cuda.current_stream())
         self.reshard_exec.synchronize()
         return self.reshard_exec.stats().runs_completed
+
+
+def drafter_parameters(model_runner, target_params):
+    """With speculative decoding through the model's own MTP layers (DeepSeek-V3, a layout compiled with
+    -D MTP=1), vLLM runs them as a second model, the drafter, whose parameters (`model.layers.61...`) the refit
+    fills too. The drafter shares its embedding and output head with the target model: those tensors are
+    bound once, under the target's names."""
+    drafter = getattr(getattr(model_runner, "drafter", None), "model", None)
+    if drafter is None:
+        return {}
+    shared = {t.data_ptr() for t in target_params.values()}
+    return {n: t for n, t in reshard.named_tensors(drafter.named_parameters()).items() if t.data_ptr() not in shared}
 
 
 def refit_engine(llm):

@@ -622,7 +622,16 @@ def reference(C):
     def moe_layer(l):
         return (l >= C["NDENSE"]) if mla else bool(C["MOE"])
 
-    for l in range(L):
+    # DeepSeek-V3's multi-token-prediction layers are checkpoint layers L.. (each a MoE decoder layer plus
+    # enorm, hnorm, eh_proj and shared_head.norm; its embed_tokens and shared_head.head copies are the main
+    # model's, which vLLM shares with the drafter, so they are left out here)
+    MTP = C.get("MTP", 0)
+    for l in range(L, L + MTP):
+        p = f"model.layers.{l}."
+        for n in ("enorm", "hnorm", "shared_head.norm"):
+            ck.add(p + n + ".weight", H)
+        ck.add(p + "eh_proj.weight", H, 2 * H)
+    for l in range(L + MTP):
         p = f"model.layers.{l}."
         ck.add(p + "input_layernorm.weight", H)
         ck.add(p + "post_attention_layernorm.weight", H)
@@ -685,9 +694,18 @@ def reference(C):
             vp = -(-V // (C["MEG_PAD"] * TP)) * C["MEG_PAD"] * TP
             b["output_layer.weight"] = chunk_rows(pad_rows(w["lm_head.weight"], vp), TP, tp)
             b["decoder.final_layernorm.weight"] = w["model.norm.weight"]
-        for i in range(counts[pp]):
-            l = starts[pp] + i
-            p, m = f"model.layers.{l}.", f"decoder.layers.{i}."
+        layers = [(starts[pp] + i, f"decoder.layers.{i}.") for i in range(counts[pp])]
+        if pp == PP - 1:   # MTP layers: on the last stage, after the decoder's
+            for i in range(MTP):
+                mt = f"mtp.layers.{i}."
+                ew = w[f"model.layers.{L + i}.eh_proj.weight"]
+                b[mt + "enorm.weight"] = w[f"model.layers.{L + i}.enorm.weight"]
+                b[mt + "hnorm.weight"] = w[f"model.layers.{L + i}.hnorm.weight"]
+                b[mt + "eh_proj.weight"] = chunk_rows(ew, TP, tp)   # column-parallel
+                b[mt + "final_layernorm.weight"] = w[f"model.layers.{L + i}.shared_head.norm.weight"]
+                layers.append((L + i, mt + "mtp_model_layer."))
+        for l, m in layers:
+            p = f"model.layers.{l}."
             if mla:
                 b[m + "input_layernorm.weight"] = w[p + "input_layernorm.weight"]
                 sa = m + "self_attention."
@@ -750,17 +768,22 @@ def reference(C):
         b["model.embed_tokens.weight"] = chunk_rows(pad_rows(w["model.embed_tokens.weight"], vp), TPI, tp)
         b["lm_head.weight"] = chunk_rows(pad_rows(w["lm_head.weight"], vp), TPI, tp)
         b["model.norm.weight"] = w["model.norm.weight"]
-        for l in range(L):
+        for l in range(L, L + MTP):   # the drafter (DeepSeekMTP): its decoder layer is under mtp_block
             p = f"model.layers.{l}."
-            b[p + "input_layernorm.weight"] = w[p + "input_layernorm.weight"]
-            b[p + "post_attention_layernorm.weight"] = w[p + "post_attention_layernorm.weight"]
-            sa = p + "self_attn."
+            for n in ("enorm", "hnorm", "shared_head.norm", "eh_proj"):
+                b[p + n + ".weight"] = w[p + n + ".weight"]   # eh_proj: a plain Linear, replicated
+        for l in range(L + MTP):
+            p = f"model.layers.{l}."
+            vq = p if l < L else p + "mtp_block."   # vLLM's name prefix
+            b[vq + "input_layernorm.weight"] = w[p + "input_layernorm.weight"]
+            b[vq + "post_attention_layernorm.weight"] = w[p + "post_attention_layernorm.weight"]
+            sa, qa = p + "self_attn.", vq + "self_attn."
             if mla:
-                b[sa + "fused_qkv_a_proj.weight"] = cat(w[sa + "q_a_proj.weight"], w[sa + "kv_a_proj_with_mqa.weight"])
-                b[sa + "q_a_layernorm.weight"] = w[sa + "q_a_layernorm.weight"]
-                b[sa + "q_b_proj.weight"] = chunk_rows(w[sa + "q_b_proj.weight"], TPI, tp)
-                b[sa + "kv_a_layernorm.weight"] = w[sa + "kv_a_layernorm.weight"]
-                b[sa + "kv_b_proj.weight"] = chunk_rows(w[sa + "kv_b_proj.weight"], TPI, tp)
+                b[qa + "fused_qkv_a_proj.weight"] = cat(w[sa + "q_a_proj.weight"], w[sa + "kv_a_proj_with_mqa.weight"])
+                b[qa + "q_a_layernorm.weight"] = w[sa + "q_a_layernorm.weight"]
+                b[qa + "q_b_proj.weight"] = chunk_rows(w[sa + "q_b_proj.weight"], TPI, tp)
+                b[qa + "kv_a_layernorm.weight"] = w[sa + "kv_a_layernorm.weight"]
+                b[qa + "kv_b_proj.weight"] = chunk_rows(w[sa + "kv_b_proj.weight"], TPI, tp)
             else:
                 NQ, NKV, HD = C["NQ"], C["NKV"], C["HD"]
                 # QKVParallelLinear: q heads split by tp; kv heads split, or replicated on TPI / NKV ranks
@@ -773,20 +796,20 @@ def reference(C):
                     kv0 = tp * kvh
                 k = rows(w[sa + "k_proj.weight"], kv0 * HD, (kv0 + kvh) * HD)
                 v = rows(w[sa + "v_proj.weight"], kv0 * HD, (kv0 + kvh) * HD)
-                b[sa + "qkv_proj.weight"] = cat(q, k, v)
+                b[qa + "qkv_proj.weight"] = cat(q, k, v)
                 if C["QKNORM"]:
-                    b[sa + "q_norm.weight"] = w[sa + "q_norm.weight"]
-                    b[sa + "k_norm.weight"] = w[sa + "k_norm.weight"]
-            b[sa + "o_proj.weight"] = chunk_cols(w[sa + "o_proj.weight"], TPI, tp)
+                    b[qa + "q_norm.weight"] = w[sa + "q_norm.weight"]
+                    b[qa + "k_norm.weight"] = w[sa + "k_norm.weight"]
+            b[qa + "o_proj.weight"] = chunk_cols(w[sa + "o_proj.weight"], TPI, tp)
             if moe_layer(l):
                 E = C["E"]
-                b[p + "mlp.gate.weight"] = w[p + "mlp.gate.weight"]
+                b[vq + "mlp.gate.weight"] = w[p + "mlp.gate.weight"]
                 if mla:
-                    b[p + "mlp.gate.e_score_correction_bias"] = w[p + "mlp.gate.e_score_correction_bias"]
-                    se = p + "mlp.shared_experts."
-                    b[se + "gate_up_proj.weight"] = cat(chunk_rows(w[se + "gate_proj.weight"], TPI, tp),
-                                                        chunk_rows(w[se + "up_proj.weight"], TPI, tp))
-                    b[se + "down_proj.weight"] = chunk_cols(w[se + "down_proj.weight"], TPI, tp)
+                    b[vq + "mlp.gate.e_score_correction_bias"] = w[p + "mlp.gate.e_score_correction_bias"]
+                    se, vse = p + "mlp.shared_experts.", vq + "mlp.shared_experts."
+                    b[vse + "gate_up_proj.weight"] = cat(chunk_rows(w[se + "gate_proj.weight"], TPI, tp),
+                                                         chunk_rows(w[se + "up_proj.weight"], TPI, tp))
+                    b[vse + "down_proj.weight"] = chunk_cols(w[se + "down_proj.weight"], TPI, tp)
                 mode = C["EXPERTS"]
                 if mode == 2:   # expert parallel over DPI x TPI: contiguous blocks, first E % EP ranks one more
                     epn, epr = DPI * TPI, dp * TPI + tp
@@ -797,14 +820,14 @@ def reference(C):
                 else:
                     mine = range(E)
                     tpm, tpr = (TPI, tp) if mode == 0 else (DPI * TPI, dp * TPI + tp)
-                ex = p + "mlp.experts."
-                b[ex + "w13_weight"] = stack([cat(chunk_rows(w[ex + f"{e}.gate_proj.weight"], tpm, tpr),
-                                                  chunk_rows(w[ex + f"{e}.up_proj.weight"], tpm, tpr)) for e in mine])
-                b[ex + "w2_weight"] = stack([chunk_cols(w[ex + f"{e}.down_proj.weight"], tpm, tpr) for e in mine])
+                ex, vex = p + "mlp.experts.", vq + "mlp.experts."
+                b[vex + "w13_weight"] = stack([cat(chunk_rows(w[ex + f"{e}.gate_proj.weight"], tpm, tpr),
+                                                   chunk_rows(w[ex + f"{e}.up_proj.weight"], tpm, tpr)) for e in mine])
+                b[vex + "w2_weight"] = stack([chunk_cols(w[ex + f"{e}.down_proj.weight"], tpm, tpr) for e in mine])
             else:
-                b[p + "mlp.gate_up_proj.weight"] = cat(chunk_rows(w[p + "mlp.gate_proj.weight"], TPI, tp),
-                                                       chunk_rows(w[p + "mlp.up_proj.weight"], TPI, tp))
-                b[p + "mlp.down_proj.weight"] = chunk_cols(w[p + "mlp.down_proj.weight"], TPI, tp)
+                b[vq + "mlp.gate_up_proj.weight"] = cat(chunk_rows(w[p + "mlp.gate_proj.weight"], TPI, tp),
+                                                        chunk_rows(w[p + "mlp.up_proj.weight"], TPI, tp))
+                b[vq + "mlp.down_proj.weight"] = chunk_cols(w[p + "mlp.down_proj.weight"], TPI, tp)
         return b
 
     per_dp = any(moe_layer(l) for l in range(L)) and C.get("EXPERTS", 0) != 0

@@ -58,6 +58,9 @@ typedef struct ast_sym {
     uint8_t bound;    /* SYM_* */
     uint8_t poisoned; /* its value failed to evaluate: uses are silently skipped */
     uint8_t toplevel; /* bound at file scope */
+    uint8_t is_text;  /* a text const: its value is text, usable only as {name} in a string */
+    uint32_t textlen;
+    const char *text; /* is_text: the value (lives as long as the layout's names) */
     int64_t value;
     rs_diag_loc def;
     int32_t mesh;   /* mesh index, -1 when none */
@@ -73,7 +76,7 @@ ast_sym *rs_ast_intern(ast_symtab *t, ast_arena *a, const char *s, size_t len);
 void rs_ast_symtab_free(ast_symtab *t);
 
 /* ---- expressions ---- */
-enum { EX_INT, EX_NAME, EX_NEG, EX_NOT, EX_BIN, EX_COND, EX_CALL };
+enum { EX_INT, EX_NAME, EX_NEG, EX_NOT, EX_BIN, EX_COND, EX_CALL, EX_STR };
 enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MOD, OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE, OP_AND, OP_OR };
 
 typedef struct ast_expr {
@@ -85,6 +88,7 @@ typedef struct ast_expr {
     ast_sym *sym; /* EX_NAME; EX_CALL: the function */
     struct ast_expr *a, *b, *c;
     struct ast_expr *args; /* EX_CALL: linked through next */
+    const struct ast_str *str; /* EX_STR: a string literal, a text value (docs/language.md, text consts) */
     struct ast_expr *next; /* lists: dims, shapes, arguments */
 } ast_expr;
 
@@ -96,7 +100,7 @@ typedef struct ast_strpart {
     ast_expr *expr;   /* NULL (with text NULL) for `{*}`, the member of a buffer group */
 } ast_strpart;
 
-typedef struct {
+typedef struct ast_str {
     rs_diag_loc loc;
     const char *lit; /* the whole string when it has no interpolation (else NULL) */
     uint32_t litlen;

@@ -111,8 +111,8 @@ typedef struct {
     uint32_t nest;
     int fatal;
     uint64_t name_bytes;
-    char *nb[3];
-    size_t nbcap[3];
+    char *nb[4];
+    size_t nbcap[4];
     uint8_t *define_used;
     /* topology as written */
     int has_topo;
@@ -195,6 +195,19 @@ static void suggest_list(sema *S, rs_diag_loc loc, const char *want, size_t len,
 /* ---------------------------------------------------------------- expressions */
 static int eval(sema *S, const ast_expr *e, int64_t *v);
 
+/* Text values (docs/language.md, text consts): a string literal, a text const, or a ?: with a text branch is
+ * text, decided from the expression's form. Text is a const's value or goes inside a string as {NAME}; it is
+ * never a number. */
+static int is_text(const ast_expr *e)
+{
+    switch (e->kind) {
+    case EX_STR: return 1;
+    case EX_NAME: return e->sym->bound && e->sym->is_text;
+    case EX_COND: return is_text(e->b) || is_text(e->c);
+    default: return 0;
+    }
+}
+
 static int ovf(sema *S, const ast_expr *e, const char *op, int64_t a, int64_t b)
 {
     ERR(e->loc, "integer overflow: %lld %s %lld does not fit in 64 bits", LL(a), op, LL(b));
@@ -207,10 +220,19 @@ static int eval(sema *S, const ast_expr *e, int64_t *v)
     S->steps++;
     switch (e->kind) {
     case EX_INT: *v = e->ival; return 0;
+    case EX_STR:
+        ERR(e->loc, "a string where a number is wanted (text is a const's value, or goes inside a string as "
+                    "{NAME})");
+        return -1;
     case EX_NAME: {
         ast_sym *y = e->sym;
         if (y->bound) {
             if (y->poisoned) return -1;
+            if (y->is_text) {
+                ERR(e->loc, "'%s' is text, not a number: it can only go inside a string, as {%s}", y->name,
+                    y->name);
+                return -1;
+            }
             *v = y->value;
             return 0;
         }
@@ -296,7 +318,52 @@ static int eval(sema *S, const ast_expr *e, int64_t *v)
 
 /* Evaluate a string (name) into scratch buffer `slot`; returns its length or -1. The result stays
  * valid until the next evaluation into the same slot. */
-enum { SLOT_NAME = 0, SLOT_BUFFER = 1, SLOT_PATH = 2 };
+enum { SLOT_NAME = 0, SLOT_BUFFER = 1, SLOT_PATH = 2, SLOT_TEXT = 3 };
+
+static int64_t eval_str(sema *S, const ast_str *s, int slot, const char **out);
+
+/* The value of a text expression (is_text(e)); a string literal's lands in SLOT_TEXT. */
+static int eval_text(sema *S, const ast_expr *e, const char **t, uint32_t *n)
+{
+    S->steps++;
+    switch (e->kind) {
+    case EX_STR: {
+        int64_t k = eval_str(S, e->str, SLOT_TEXT, t);
+        if (k < 0) return -1;
+        *n = (uint32_t)k;
+        return 0;
+    }
+    case EX_COND: {
+        /* a branch that is a number by its form is an error even when not taken (a name that is not
+         * defined yet is left to evaluation, as in number expressions) */
+        for (const ast_expr *x = e->b; x; x = x == e->b ? e->c : NULL)
+            if (!is_text(x) && x->kind != EX_COND && (x->kind != EX_NAME || x->sym->bound)) {
+                ERR(x->loc, "a number where text is wanted: the branches of a ?: must both be text or both "
+                            "numbers");
+                return -1;
+            }
+        int64_t c;
+        if (eval(S, e->a, &c)) return -1;
+        return eval_text(S, c ? e->b : e->c, t, n);
+    }
+    case EX_NAME:
+        if (e->sym->bound && e->sym->is_text) {
+            if (e->sym->poisoned) return -1;
+            *t = e->sym->text;
+            *n = e->sym->textlen;
+            return 0;
+        }
+        if (!e->sym->bound) { /* an unknown name: eval says so */
+            int64_t v;
+            eval(S, e, &v);
+            return -1;
+        }
+        break;
+    default: break;
+    }
+    ERR(e->loc, "a number where text is wanted: the branches of a ?: must both be text or both numbers");
+    return -1;
+}
 
 static int64_t eval_str(sema *S, const ast_str *s, int slot, const char **out)
 {
@@ -329,6 +396,10 @@ static int64_t eval_str(sema *S, const ast_str *s, int slot, const char **out)
             }
             t = "{*}";
             k = 3;
+        } else if (is_text(p->expr)) {
+            uint32_t tn;
+            if (eval_text(S, p->expr, &t, &tn)) return -1;
+            k = tn;
         } else {
             int64_t v;
             if (eval(S, p->expr, &v)) return -1;
@@ -370,19 +441,22 @@ static int64_t eval_str(sema *S, const ast_str *s, int slot, const char **out)
 }
 
 /* ---------------------------------------------------------------- scopes */
-static void bind(sema *S, ast_sym *y, int64_t v, rs_diag_loc loc, int kind, int poisoned)
+/* Bind y; 0 when bound, -1 (after an error) when it already was. */
+static int bind(sema *S, ast_sym *y, int64_t v, rs_diag_loc loc, int kind, int poisoned)
 {
     if (y->bound) {
         ERR(loc, "redefinition of '%s'", y->name);
         NOTE(y->def, "'%s' was defined here (names cannot be redefined or shadowed)", y->name);
-        return;
+        return -1;
     }
     y->bound = (uint8_t)kind;
     y->poisoned = (uint8_t)poisoned;
+    y->is_text = 0;
     y->value = v;
     y->def = loc;
     y->toplevel = S->nest == 0;
     rs_vec_push(&S->bound, y);
+    return 0;
 }
 
 static void unbind_to(sema *S, size_t mark)
@@ -391,6 +465,9 @@ static void unbind_to(sema *S, size_t mark)
         ast_sym *y = S->bound.v[--S->bound.n];
         y->bound = SYM_FREE;
         y->poisoned = 0;
+        y->is_text = 0;
+        free((char *)y->text); /* a text const's value: names made from it were copied */
+        y->text = NULL;
     }
 }
 
@@ -423,12 +500,28 @@ static void elab_const(sema *S, const ast_stmt *s)
     for (const ast_def *d = s->cons.defs; d; d = d->next) {
         ast_sym *y = d->sym;
         int64_t v = 0;
-        int bad = 0;
+        int bad = 0, text = is_text(d->value);
+        const char *t = NULL;
+        uint32_t tn = 0;
         if (S->nest == 0 && y->define >= 0 && !y->bound) {
             v = O(S)->defines[y->define].value;
             S->define_used[y->define] = 1;
+            if (text) {
+                ERR(d->loc, "-D %s sets a number, but '%s' is text", y->name, y->name);
+                bad = 1;
+            }
+        } else if (text) {
+            if (eval_text(S, d->value, &t, &tn)) bad = 1;
         } else if (eval(S, d->value, &v)) bad = 1;
-        bind(S, y, v, d->loc, SYM_CONST, bad);
+        if (!bind(S, y, v, d->loc, SYM_CONST, bad) && text) {
+            /* at most RS_FRONT_MAX_NAME bytes (eval_str's limit); freed when the const goes out of scope */
+            char *c = rs_xmalloc((size_t)tn + 1);
+            if (tn) memcpy(c, t, tn);
+            c[tn] = 0;
+            y->is_text = 1;
+            y->text = c;
+            y->textlen = tn;
+        }
     }
 }
 
@@ -2115,6 +2208,7 @@ uint32_t rs_sema_finish(struct rs_sema *handle, uint32_t main_file, int parsed)
     free(S->nb[0]);
     free(S->nb[1]);
     free(S->nb[2]);
+    free(S->nb[3]);
     free(S->define_used);
     free(S->src_of);
     free(S->pool);

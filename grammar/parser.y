@@ -467,6 +467,7 @@ expr: INT                           { $$ = ex(P, EX_INT, 0, &@1, NULL, NULL, NUL
     | IDENT                         { $$ = ex(P, EX_NAME, 0, &@1, NULL, NULL, NULL); $$->sym = $1; }
     | IDENT '(' exprs_opt ')'       { $$ = call(P, $1, &@1, $3); }
     | '(' expr ')'                  { $$ = $2; }
+    | str                           { $$ = ex(P, EX_STR, 0, &@1, NULL, NULL, NULL); $$->str = $1; }
     | '-' expr %prec UNARY          { $$ = ex(P, EX_NEG, 0, &@1, $2, NULL, NULL); }
     | '!' expr %prec UNARY          { $$ = ex(P, EX_NOT, 0, &@1, $2, NULL, NULL); }
     | expr '+' expr                 { $$ = ex(P, EX_BIN, OP_ADD, &@2, $1, $3, NULL); }

@@ -78,6 +78,40 @@ static void test_defines(void)
     CHECK(rs_parse_define("X-Y=4", &d, err, sizeof err) != 0);
 }
 
+/* ---------------------------------------------------------------- text consts */
+/* tests/front/text_consts.layout builds its names from text consts: every buffer name, exactly. */
+static void test_text_consts(void)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/front/text_consts.layout", srcdir);
+    rs_front_opts o;
+    rs_front_opts_default(&o);
+    rs_ir ir;
+    FILE *null = fopen("/dev/null", "w");
+    int n = rs_front_load(path, &o, &ir, null);
+    fclose(null);
+    CHECK(n == 0);
+    if (n) return;
+    static const char *const want[][2] = {
+        {"src", "vp1.decoder.layers.0.weight{*}"}, {"src", "vp1.decoder.layers.1.weight{*}"},
+        {"src", "mtp.layers.0.mtp_model_layer.weight{*}"}, {"src", "check.0"}, {"src", "check.1"},
+        {"src", "check.2"}, {"src", "{x}.norm"}, {"dst", "model.layers.0.weight"},
+        {"dst", "model.layers.1.weight"}, {"dst", "model.layers.2.mtp_block.weight"}, {"dst", "vp1.norm"},
+    };
+    size_t nw = sizeof want / sizeof *want;
+    CHECK(ir.L.nbuffers == nw);
+    for (size_t i = 0; i < nw; i++) {
+        int found = 0;
+        for (uint32_t b = 0; b < ir.L.nbuffers; b++)
+            found |= !strcmp(ir.L.buffers[b].name, want[i][1]) &&
+                     ir.L.buffers[b].side == (!strcmp(want[i][0], "src") ? RS_SRC : RS_DST);
+        if (!found) fprintf(stderr, "text_consts: no %s buffer '%s'\n", want[i][0], want[i][1]);
+        CHECK(found);
+    }
+    CHECK(ir.L.ntensors == 4 && !strcmp(ir.L.tensors[2].name, "mtp.layers.0.mtp_model_layer.w"));
+    rs_ir_free(&ir);
+}
+
 /* ---------------------------------------------------------------- the IR */
 static void test_ir(void)
 {
@@ -603,8 +637,9 @@ static void test_random(int rounds)
 static void test_mutations(int rounds)
 {
     static const char *names[] = {"basic", "control", "expressions", "slices_boxes", "shards", "names",
-                                  "placements", "meshes", "topology_domains"};
+                                  "placements", "meshes", "topology_domains", "text_consts"};
     static const char *tokens[] = {"{", "}", "[", "]", "..", "\"", "{x}", "for i in 0..99999999 { ", "if 1 {",
+                                   "const T = \"{T}{T}\";", "? \"a\" : ", "{CHUNK}{CHUNK}",
                                    "9999999999999999999999", "-9223372036854775807 - 1", "include \"front_api_t.layout\";",
                                    ":", ";", "shard(", "block = 0", "/ 0", "% 0", "\n", "\xff", "#", "(((((((((("};
     rs_front_opts o;
@@ -687,6 +722,7 @@ int main(int argc, char **argv)
     enter_scratch();
     test_defines();
     test_ir();
+    test_text_consts();
     test_limits();
     test_determinism();
     int rounds = argc > 2 ? atoi(argv[2]) : 3000; /* more for a longer campaign */

@@ -137,6 +137,8 @@ class Parser:
         kind, val = self.next()
         if kind == "num":
             return ("num", val)
+        if kind == "str":   # text: a const's value, or {NAME} inside another string
+            return ("text", val)
         if kind == "op" and val == "(":
             e = self.expr()
             self.expect(")")
@@ -335,6 +337,8 @@ class Layout:
         op = e[0]
         if op == "num":
             return e[1]
+        if op == "text":
+            return self.fmt(("fmt", e[1]), scope)
         if op == "name":
             if e[1] in scope:
                 return scope[e[1]]
@@ -406,7 +410,7 @@ class Layout:
             if k == "topology":
                 continue
             if k == "include":
-                self.run_file(os.path.join(base, s[1]), scope)
+                self.run_file(os.path.join(base, self.fmt(("fmt", s[1]), scope)), scope)
             elif k == "const":
                 for n, e in s[1]:
                     v = self.defines[n] if (n in self.defines and not scope) else self.ev(e, scope)

@@ -99,6 +99,15 @@ rs_example_test(examples.deepseek-v3-gb200.mtp.check check deepseek-v3-gb200 -D 
 foreach(m 1 2)
   rs_example_test(examples.deepseek-v3-h100.mtp.experts${m}.check check deepseek-v3-h100 -D MTP=1 -D EXPERTS=${m})
 endforeach()
+# Pipelines (include/stages.layout): Megatron's virtual pipeline (Llama-3.1-70B, PP4 x 5 model chunks of 4
+# layers, named "vp{v}." by the trainer) and vLLM pipeline parallel (Qwen3-235B on engines of TP4 x PP2).
+rs_example_test(examples.llama3-70b-h100.vpp5.check check llama3-70b-h100 -D VPP=5)
+rs_example_test(examples.llama3-70b-h100.vpp5.bytes bytes llama3-70b-h100 141107412992 -D VPP=5)
+rs_example_test(examples.llama3-70b-h100.vpp5.verify verify llama3-70b-h100 -D VPP=5)
+rs_example_test(examples.qwen3-235b-h100.ppi2.check check qwen3-235b-h100 -D PPI=2 -D TPI=4)
+rs_example_test(examples.qwen3-235b-h100.ppi2.bytes bytes qwen3-235b-h100 470187269120 -D PPI=2 -D TPI=4)
+rs_example_test(examples.qwen3-235b-h100.ppi2.verify verify qwen3-235b-h100 -D PPI=2 -D TPI=4)
+rs_example_test(examples.deepseek-v3-h100.ppi2.check check deepseek-v3-h100 -D PPI=2 -D MTP=1)
 # vLLM experts TP-sharded over all 128 inference ranks (one instance, data_parallel_size 16), and expert
 # parallel over them (enable_expert_parallel: EP128, one whole expert per rank).
 foreach(m 1 2)
@@ -112,6 +121,11 @@ set(RS_SCALED_VARIANTS
     "deepseek-v3-h100 pp8 -D PP=8 -D FIRST=4 -D LAST=1"
     # two MTP layers (mtp.layers.0 and .1 on the last stage)
     "deepseek-v3-h100 mtp -D MTP=2"
+    # pipelines: 2 virtual chunks per stage; 4 vLLM stages of 2, 3, 3, 2 layers (the remainder goes to the
+    # stages before the last); MLA with both (32 layers over 16 stages x 2 chunks, 2 vLLM stages, MTP)
+    "llama3-70b-h100 vpp2 -D VPP=2"
+    "qwen3-235b-h100 ppi4 -D PPI=4 -D TPI=2"
+    "deepseek-v3-h100 pipelines -D L=32 -D FIRST=2 -D LAST=2 -D VPP=2 -D PPI=2 -D MTP=1"
     "qwen3-235b-h100 experts1 -D EXPERTS=1 -D E=16 -D F=128"
     "qwen3-235b-h100 experts2 -D EXPERTS=2 -D E=128 -D F=4"
     # training TP8 > 4 kv groups: each group's rows split over 2 training ranks (MODELS.md's partial groups;

@@ -11,10 +11,12 @@ class ReshardWorkerExtension:
     Methods are called on every worker with llm.collective_rpc(name, args=...)."""
 
     def reshard_init(self, plan_path, unique_id, refit_world_size, first_rank):
-        """first_rank: this engine's first refit rank (NT + engine index * TP in the example layouts); a worker's
-        refit rank adds its tensor-parallel rank."""
-        from vllm.distributed import get_tensor_model_parallel_rank
-        rank = first_rank + get_tensor_model_parallel_rank()
+        """first_rank: this engine's first refit rank (NT + engine index * PP * TP in the example layouts); a
+        worker's refit rank adds pp_rank * TP + tp_rank, vLLM's own order (the layouts' infer [dp, pp, tp])."""
+        from vllm.distributed import (get_pp_group, get_tensor_model_parallel_rank,
+                                      get_tensor_model_parallel_world_size)
+        rank = (first_rank + get_pp_group().rank_in_group * get_tensor_model_parallel_world_size()
+                + get_tensor_model_parallel_rank())
         model = self.model_runner.model
         self.reshard_plan = reshard.Plan(plan_path, rank)
         self.reshard_exec = reshard.Executor.nccl_from_id(self.reshard_plan, unique_id, refit_world_size, rank,

@@ -687,21 +687,32 @@ def reference(C):
         counts = [first] + [mid] * (PP - 2) + [last]
     assert sum(counts) == L, f"stages {counts} do not add up to {L}"
     starts = [sum(counts[:s]) for s in range(PP)]
+    # virtual pipeline: VPP model chunks per stage, each a module named "vp{v}." by the trainer; chunk v of
+    # stage p holds layers (v * PP + p) * lpc .. + lpc with chunk-local numbers (even stages only)
+    VPP = C.get("VPP", 1)
+    if VPP > 1:
+        assert len(set(counts)) == 1 and L % (PP * VPP) == 0, "virtual pipeline with uneven stages"
+        lpc = L // (PP * VPP)
+    first_chunk, last_chunk = ("vp0.", f"vp{VPP - 1}.") if VPP > 1 else ("", "")
     meg = {}
     for r in range(NT):
         tp, dp, pp = r % TP, (r // TP) % DP, r // (TP * DP)
         b = {}
         if pp == 0:
             vp = -(-V // (C["MEG_PAD"] * TP)) * C["MEG_PAD"] * TP
-            b["embedding.word_embeddings.weight"] = chunk_rows(pad_rows(w["model.embed_tokens.weight"], vp), TP, tp)
+            b[first_chunk + "embedding.word_embeddings.weight"] = chunk_rows(
+                pad_rows(w["model.embed_tokens.weight"], vp), TP, tp)
         if pp == PP - 1:
             vp = -(-V // (C["MEG_PAD"] * TP)) * C["MEG_PAD"] * TP
-            b["output_layer.weight"] = chunk_rows(pad_rows(w["lm_head.weight"], vp), TP, tp)
-            b["decoder.final_layernorm.weight"] = w["model.norm.weight"]
-        layers = [(starts[pp] + i, f"decoder.layers.{i}.") for i in range(counts[pp])]
-        if pp == PP - 1:   # MTP layers: on the last stage, after the decoder's
+            b[last_chunk + "output_layer.weight"] = chunk_rows(pad_rows(w["lm_head.weight"], vp), TP, tp)
+            b[last_chunk + "decoder.final_layernorm.weight"] = w["model.norm.weight"]
+        if VPP > 1:
+            layers = [((v * PP + pp) * lpc + i, f"vp{v}.decoder.layers.{i}.") for v in range(VPP) for i in range(lpc)]
+        else:
+            layers = [(starts[pp] + i, f"decoder.layers.{i}.") for i in range(counts[pp])]
+        if pp == PP - 1:   # MTP layers: on the last stage (its last chunk), after the decoder's
             for i in range(MTP):
-                mt = f"mtp.layers.{i}."
+                mt = f"{last_chunk}mtp.layers.{i}."
                 ew = w[f"model.layers.{L + i}.eh_proj.weight"]
                 b[mt + "enorm.weight"] = w[f"model.layers.{L + i}.enorm.weight"]
                 b[mt + "hnorm.weight"] = w[f"model.layers.{L + i}.hnorm.weight"]
@@ -762,21 +773,34 @@ def reference(C):
         for n, x in b.items():
             meg[(r, n)] = x[1]
 
-    # ---- vLLM: rank NT + dp * TPI + tp.
-    NI, TPI = C["NI"], C["TPI"]
-    DPI = NI // TPI
+    # ---- vLLM: rank NT + (dp * PPI + pp) * TPI + tp.
+    NI, TPI, PPI = C["NI"], C["TPI"], C.get("PPI", 1)
+    DPI = NI // (TPI * PPI)
+    # pipeline stages as vllm.distributed.utils.get_pp_indices: L // PPI layers each, the remainder one each to
+    # the stages before the last, from the second-to-last backwards
+    parts = [L // PPI] * PPI
+    for i in range(2, L % PPI + 2):
+        parts[-i] += 1
+    vstart = [sum(parts[:s]) for s in range(PPI)]
     vl = {}
-    def vllm_rank(tp, dp):
+    def vllm_rank(tp, dp, pp):
         b = {}
         vp = -(-V // 64) * 64
-        b["model.embed_tokens.weight"] = chunk_rows(pad_rows(w["model.embed_tokens.weight"], vp), TPI, tp)
-        b["lm_head.weight"] = chunk_rows(pad_rows(w["lm_head.weight"], vp), TPI, tp)
-        b["model.norm.weight"] = w["model.norm.weight"]
+        if pp == 0:
+            b["model.embed_tokens.weight"] = chunk_rows(pad_rows(w["model.embed_tokens.weight"], vp), TPI, tp)
+        if pp == PPI - 1:
+            b["lm_head.weight"] = chunk_rows(pad_rows(w["lm_head.weight"], vp), TPI, tp)
+            b["model.norm.weight"] = w["model.norm.weight"]
+        mine = list(range(vstart[pp], vstart[pp] + parts[pp]))
+        if pp == PPI - 1:
+            mine += list(range(L, L + MTP))
         for l in range(L, L + MTP):   # the drafter (DeepSeekMTP): its decoder layer is under mtp_block
+            if pp != PPI - 1:
+                continue
             p = f"model.layers.{l}."
             for n in ("enorm", "hnorm", "shared_head.norm", "eh_proj"):
                 b[p + n + ".weight"] = w[p + n + ".weight"]   # eh_proj: a plain Linear, replicated
-        for l in range(L + MTP):
+        for l in mine:
             p = f"model.layers.{l}."
             vq = p if l < L else p + "mtp_block."   # vLLM's name prefix
             b[vq + "input_layernorm.weight"] = w[p + "input_layernorm.weight"]
@@ -837,10 +861,10 @@ def reference(C):
     per_dp = any(moe_layer(l) for l in range(L)) and C.get("EXPERTS", 0) != 0
     cache = {}
     for i in range(NI):
-        tp, dp = i % TPI, i // TPI
-        k = (tp, dp if per_dp else 0)
+        tp, pp, dp = i % TPI, (i // TPI) % PPI, i // (TPI * PPI)
+        k = (tp, pp, dp if per_dp else 0)
         if k not in cache:
-            cache[k] = vllm_rank(tp, dp)
+            cache[k] = vllm_rank(tp, dp, pp)
         for n, x in cache[k].items():
             vl[(NT + i, n)] = x[1]
     return meg, vl, ck

@@ -108,6 +108,9 @@ rs_example_test(examples.qwen3-235b-h100.ppi2.check check qwen3-235b-h100 -D PPI
 rs_example_test(examples.qwen3-235b-h100.ppi2.bytes bytes qwen3-235b-h100 470187269120 -D PPI=2 -D TPI=4)
 rs_example_test(examples.qwen3-235b-h100.ppi2.verify verify qwen3-235b-h100 -D PPI=2 -D TPI=4)
 rs_example_test(examples.deepseek-v3-h100.ppi2.check check deepseek-v3-h100 -D PPI=2 -D MTP=1)
+# Megatron's expert tensor parallelism (MoE parallel folding with ETP2: each expert's rows split over 2 ranks)
+rs_example_test(examples.qwen3-235b-h100.etp2.check check qwen3-235b-h100 -D EP=8 -D ETP=2)
+rs_example_test(examples.qwen3-235b-h100.etp2.verify verify qwen3-235b-h100 -D EP=8 -D ETP=2)
 # vLLM experts TP-sharded over all 128 inference ranks (one instance, data_parallel_size 16), and expert
 # parallel over them (enable_expert_parallel: EP128, one whole expert per rank).
 foreach(m 1 2)
@@ -125,6 +128,7 @@ set(RS_SCALED_VARIANTS
     # stages before the last); MLA with both (32 layers over 16 stages x 2 chunks, 2 vLLM stages, MTP)
     "llama3-70b-h100 vpp2 -D VPP=2"
     "qwen3-235b-h100 ppi4 -D PPI=4 -D TPI=2"
+    "qwen3-235b-h100 etp2 -D EP=8 -D ETP=2"
     "deepseek-v3-h100 pipelines -D L=32 -D FIRST=2 -D LAST=2 -D VPP=2 -D PPI=2 -D MTP=1"
     "qwen3-235b-h100 experts1 -D EXPERTS=1 -D E=16 -D F=128"
     "qwen3-235b-h100 experts2 -D EXPERTS=2 -D E=128 -D F=4"

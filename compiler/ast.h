@@ -60,7 +60,7 @@ typedef struct ast_sym {
     uint8_t toplevel; /* bound at file scope */
     uint8_t is_text;  /* a text const: its value is text, usable only as {name} in a string */
     uint32_t textlen;
-    const char *text; /* is_text: the value (lives as long as the layout's names) */
+    const char *text; /* is_text: the value (malloc'd; freed when the const goes out of scope) */
     int64_t value;
     rs_diag_loc def;
     int32_t mesh;   /* mesh index, -1 when none */

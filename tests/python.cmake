@@ -29,8 +29,10 @@ if(RS_PYTHON3 AND NOT CMAKE_C_FLAGS MATCHES "-fsanitize" AND (NOT RESHARD_SANITI
   endif()
   add_test(NAME python_reshard COMMAND ${RS_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/python/test_reshard.py)
   add_test(NAME python_docs COMMAND ${RS_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/python/test_docs.py)
-  set_tests_properties(python_reshard python_docs PROPERTIES TIMEOUT 300 LABELS python SKIP_RETURN_CODE 77
-                       ENVIRONMENT "${RS_PY_ENV}")
+  # the vLLM worker extension of the guide, with torch and vLLM stubbed: its refit rank and drafter binding
+  add_test(NAME python_vllm_worker COMMAND ${RS_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/python/test_vllm_worker.py)
+  set_tests_properties(python_reshard python_docs python_vllm_worker PROPERTIES TIMEOUT 300 LABELS python
+                       SKIP_RETURN_CODE 77 ENVIRONMENT "${RS_PY_ENV}")
   # Every python/examples/*.py that can run here (CPU transport); the GPU ones are compiled by python_docs.
   file(GLOB RS_PY_EXAMPLES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/python/examples/*.py)
   list(SORT RS_PY_EXAMPLES)

@@ -176,7 +176,7 @@ typedef struct {
     ast_items *box; /* NULL: the whole buffer */
 } ast_piece;
 
-enum { ST_INCLUDE, ST_TOPOLOGY, ST_CONST, ST_MESH, ST_TENSOR, ST_PIECE, ST_FOR, ST_IF };
+enum { ST_INCLUDE, ST_TOPOLOGY, ST_CONST, ST_MESH, ST_TENSOR, ST_PIECE, ST_FOR, ST_IF, ST_ASSERT };
 
 typedef struct ast_stmt {
     struct ast_stmt *next;
@@ -222,6 +222,10 @@ typedef struct ast_stmt {
             struct ast_stmt *then, *els;
             uint8_t else_if; /* els is a single `if` statement */
         } cond;
+        struct {
+            ast_expr *cond;
+            ast_str *msg;
+        } check; /* assert cond, "message"; */
     };
 } ast_stmt;
 

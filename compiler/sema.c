@@ -1383,6 +1383,16 @@ static void elab_if(sema *S, const ast_stmt *s)
     }
 }
 
+/* assert cond, "message": the layout's own check, reported at the statement with its message. */
+static void elab_assert(sema *S, const ast_stmt *s)
+{
+    int64_t c;
+    if (eval(S, s->check.cond, &c) || c) return;
+    const char *msg;
+    int64_t n = eval_str(S, s->check.msg, SLOT_NAME, &msg);
+    if (n >= 0) ERR(s->loc, "assertion failed: %.*s", (int)n, msg);
+}
+
 static void elab_stmt(sema *S, const ast_stmt *s)
 {
     if (++S->steps > RS_FRONT_MAX_STEPS) {
@@ -1400,6 +1410,7 @@ static void elab_stmt(sema *S, const ast_stmt *s)
     case ST_PIECE: elab_piece(S, s); break;
     case ST_FOR: elab_for(S, s); break;
     case ST_IF: elab_if(S, s); break;
+    case ST_ASSERT: elab_assert(S, s); break;
     default: rs_die("bad statement kind %d", s->kind);
     }
 }

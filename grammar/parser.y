@@ -212,7 +212,7 @@ static ast_def *def(rs_parse_ctx *P, ast_sym *sym, const ast_yyloc *l, ast_expr 
 %token INTERP_END "'}' in a string"
 %token INCLUDE "'include'" TOPOLOGY "'topology'" CONST "'const'" MESH "'mesh'" RANKS "'ranks'"
 %token TENSOR "'tensor'" SRC "'src'" DST "'dst'" ON "'on'" AS "'as'" FOR "'for'" IN "'in'"
-%token IF "'if'" ELSE "'else'"
+%token IF "'if'" ELSE "'else'" ASSERT "'assert'"
 %token DOTDOT "'..'" EQ "'=='" NE "'!='" LE "'<='" GE "'>='" ANDAND "'&&'" OROR "'||'"
 
 %right '?'
@@ -340,6 +340,8 @@ stmt: INCLUDE str ';'
             $$->loop.body = $7.head;
         }
     | if_stmt               { $$ = $1; }
+    | ASSERT expr ',' str ';'
+        { $$ = st(P, ST_ASSERT, &@1); $$->check.cond = $2; $$->check.msg = $4; }
     | ';'                   { $$ = NULL; }
     | error ';'             { $$ = NULL; yyerrok; }
     ;

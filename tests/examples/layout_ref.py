@@ -205,6 +205,13 @@ class Parser:
             k, p = self.next()
             self.expect(";")
             return ("include", p)
+        if kind == "id" and val == "assert":
+            self.next()
+            c = self.expr()
+            self.expect(",")
+            k, msg = self.next()
+            self.expect(";")
+            return ("assert", c, msg)
         if kind == "id" and val == "const":
             self.next()
             defs = []
@@ -408,6 +415,9 @@ class Layout:
         for s in stmts:
             k = s[0]
             if k == "topology":
+                continue
+            if k == "assert":
+                assert self.ev(s[1], scope), "assertion failed: " + self.fmt(("fmt", s[2]), scope)
                 continue
             if k == "include":
                 self.run_file(os.path.join(base, self.fmt(("fmt", s[1]), scope)), scope)

@@ -224,7 +224,7 @@ typedef struct ast_stmt {
         } cond;
         struct {
             ast_expr *cond;
-            ast_str *msg;
+            ast_str *msg; /* NULL: none was written (an error) */
         } check; /* assert cond, "message"; */
     };
 } ast_stmt;

@@ -1386,6 +1386,10 @@ static void elab_if(sema *S, const ast_stmt *s)
 /* assert cond, "message": the layout's own check, reported at the statement with its message. */
 static void elab_assert(sema *S, const ast_stmt *s)
 {
+    if (!s->check.msg) {
+        ERR(s->loc, "assert needs a message after its condition: assert COND, \"message\";");
+        return;
+    }
     int64_t c;
     if (eval(S, s->check.cond, &c) || c) return;
     const char *msg;

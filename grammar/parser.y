@@ -342,6 +342,8 @@ stmt: INCLUDE str ';'
     | if_stmt               { $$ = $1; }
     | ASSERT expr ',' str ';'
         { $$ = st(P, ST_ASSERT, &@1); $$->check.cond = $2; $$->check.msg = $4; }
+    | ASSERT expr ';'       /* no message: sema says what is missing */
+        { $$ = st(P, ST_ASSERT, &@1); $$->check.cond = $2; }
     | ';'                   { $$ = NULL; }
     | error ';'             { $$ = NULL; yyerrok; }
     ;

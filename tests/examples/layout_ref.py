@@ -721,6 +721,10 @@ def reference(C):
         else:
             layers = [(starts[pp] + i, f"decoder.layers.{i}.") for i in range(counts[pp])]
         if pp == PP - 1:   # MTP layers: on the last stage (its last chunk), after the decoder's
+            if MTP and (PP > 1 or VPP > 1):   # the MTP chunk builds its own copy of the embedding
+                vp = -(-V // (C["MEG_PAD"] * TP)) * C["MEG_PAD"] * TP
+                b[last_chunk + "embedding.word_embeddings.weight"] = chunk_rows(
+                    pad_rows(w["model.embed_tokens.weight"], vp), TP, tp)
             for i in range(MTP):
                 mt = f"{last_chunk}mtp.layers.{i}."
                 ew = w[f"model.layers.{L + i}.eh_proj.weight"]

@@ -322,6 +322,9 @@ enum { SLOT_NAME = 0, SLOT_BUFFER = 1, SLOT_PATH = 2, SLOT_TEXT = 3 };
 
 static int64_t eval_str(sema *S, const ast_str *s, int slot, const char **out);
 
+static const char text_branch_msg[] =
+    "a number where text is wanted: the branches of a ?: must both be text or both numbers";
+
 /* The value of a text expression (is_text(e)); a string literal's lands in SLOT_TEXT. */
 static int eval_text(sema *S, const ast_expr *e, const char **t, uint32_t *n)
 {
@@ -338,8 +341,7 @@ static int eval_text(sema *S, const ast_expr *e, const char **t, uint32_t *n)
          * defined yet is left to evaluation, as in number expressions) */
         for (const ast_expr *x = e->b; x; x = x == e->b ? e->c : NULL)
             if (!is_text(x) && x->kind != EX_COND && (x->kind != EX_NAME || x->sym->bound)) {
-                ERR(x->loc, "a number where text is wanted: the branches of a ?: must both be text or both "
-                            "numbers");
+                ERR(x->loc, "%s", text_branch_msg);
                 return -1;
             }
         int64_t c;
@@ -361,7 +363,7 @@ static int eval_text(sema *S, const ast_expr *e, const char **t, uint32_t *n)
         break;
     default: break;
     }
-    ERR(e->loc, "a number where text is wanted: the branches of a ?: must both be text or both numbers");
+    ERR(e->loc, "%s", text_branch_msg);
     return -1;
 }
 

@@ -704,17 +704,16 @@ def reference(C):
         assert len(set(counts)) == 1 and L % (PP * VPP) == 0, "virtual pipeline with uneven stages"
         lpc = L // (PP * VPP)
     first_chunk, last_chunk = ("vp0.", f"vp{VPP - 1}.") if VPP > 1 else ("", "")
+    vpm = -(-V // (C["MEG_PAD"] * TP)) * C["MEG_PAD"] * TP   # Megatron-LM's padded vocabulary
     meg = {}
     for r in range(NT):
         tp, dp, pp = r % TP, (r // TP) % DP, r // (TP * DP)
         b = {}
         if pp == 0:
-            vp = -(-V // (C["MEG_PAD"] * TP)) * C["MEG_PAD"] * TP
             b[first_chunk + "embedding.word_embeddings.weight"] = chunk_rows(
-                pad_rows(w["model.embed_tokens.weight"], vp), TP, tp)
+                pad_rows(w["model.embed_tokens.weight"], vpm), TP, tp)
         if pp == PP - 1:
-            vp = -(-V // (C["MEG_PAD"] * TP)) * C["MEG_PAD"] * TP
-            b[last_chunk + "output_layer.weight"] = chunk_rows(pad_rows(w["lm_head.weight"], vp), TP, tp)
+            b[last_chunk + "output_layer.weight"] = chunk_rows(pad_rows(w["lm_head.weight"], vpm), TP, tp)
             b[last_chunk + "decoder.final_layernorm.weight"] = w["model.norm.weight"]
         if VPP > 1:
             layers = [((v * PP + pp) * lpc + i, f"vp{v}.decoder.layers.{i}.") for v in range(VPP) for i in range(lpc)]
@@ -722,9 +721,8 @@ def reference(C):
             layers = [(starts[pp] + i, f"decoder.layers.{i}.") for i in range(counts[pp])]
         if pp == PP - 1:   # MTP layers: on the last stage (its last chunk), after the decoder's
             if MTP and (PP > 1 or VPP > 1):   # the MTP chunk builds its own copy of the embedding
-                vp = -(-V // (C["MEG_PAD"] * TP)) * C["MEG_PAD"] * TP
                 b[last_chunk + "embedding.word_embeddings.weight"] = chunk_rows(
-                    pad_rows(w["model.embed_tokens.weight"], vp), TP, tp)
+                    pad_rows(w["model.embed_tokens.weight"], vpm), TP, tp)
             for i in range(MTP):
                 mt = f"{last_chunk}mtp.layers.{i}."
                 ew = w[f"model.layers.{L + i}.eh_proj.weight"]

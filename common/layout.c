@@ -54,6 +54,12 @@ int rs_piece_holds(const rs_layout *L, const rs_piece *p, const int64_t *coord)
 void rs_shard_interval(int64_t plo, int64_t phi, int64_t n, int64_t b, int64_t j, int64_t *lo, int64_t *hi)
 {
     int64_t len = phi - plo;
+    if (b == RS_SHARD_BALANCED) {
+        int64_t q = len / n, r = len % n;
+        *lo = plo + j * q + (j < r ? j : r);
+        *hi = *lo + q + (j < r);
+        return;
+    }
     int64_t bs = b > 0 ? b : (len + n - 1) / n;
     /* j * bs may exceed len for trailing empty chunks; clamp without overflow (j < n, bs <= len or b). */
     int64_t a = (bs != 0 && j > len / bs) ? len : j * bs;

@@ -89,15 +89,20 @@ typedef struct {
 typedef enum { RS_PLACE_REPLICATE = 0, RS_PLACE_SHARD = 1, RS_PLACE_PIN = 2 } rs_place_kind;
 
 /* One placement, in the order written (nesting order for several shards of one dim: outermost first).
- * Axes not mentioned are replicated. SHARD: dim, block (0 = torch.chunk: ceil(n / size) per block).
+ * Axes not mentioned are replicated. SHARD: dim, block (0 = torch.chunk: ceil(n / size) per block;
+ * RS_SHARD_BALANCED: blocks differing by at most one, the longer ones first).
  * PIN: only coordinate `value` on this axis holds the piece. */
 typedef struct {
     uint8_t axis;
     uint8_t kind;
     uint8_t dim;
     uint8_t pad_;
-    int64_t arg; /* SHARD: block (0 = chunk); PIN: value */
+    int64_t arg; /* SHARD: block (0 = chunk, RS_SHARD_BALANCED); PIN: value */
 } rs_place;
+
+/* SHARD's arg for a balanced split (torch.tensor_split, vLLM's expert map): n elements over k ranks give
+ * the first n % k ranks n / k + 1 elements and the others n / k. */
+#define RS_SHARD_BALANCED (-1)
 
 #define RS_NONE UINT32_MAX
 
@@ -148,7 +153,8 @@ int rs_piece_holds(const rs_layout *L, const rs_piece *p, const int64_t *coord);
 int64_t rs_piece_block(const rs_layout *L, const rs_piece *p, const int64_t *coord, int64_t *lo, int64_t *hi);
 
 /* The interval of dim d that shard level `level` (0 = outermost shard of d) gives coordinate j, inside
- * parent interval [plo, phi) of an axis of size n with block b (0 = chunk). Empty intervals have lo == hi. */
+ * parent interval [plo, phi) of an axis of size n with block b (0 = chunk, RS_SHARD_BALANCED). Empty intervals
+ * have lo == hi. */
 void rs_shard_interval(int64_t plo, int64_t phi, int64_t n, int64_t b, int64_t j, int64_t *lo, int64_t *hi);
 
 /* Slice of piece p (whole tensor when it has none). */

@@ -18,7 +18,8 @@ extern "C" {
 #define RS_VERSION_STRING "0.1.0"
 #define RS_PLAN_MAJOR 1
 #define RS_PLAN_MINOR 0
-#define RS_PLAN_MINOR_GROUPS 1 /* the minor version of a plan with buffer groups */
+#define RS_PLAN_MINOR_GROUPS 1   /* the minor version of a plan with buffer groups */
+#define RS_PLAN_MINOR_BALANCED 2 /* ... of a plan with a balanced shard (RS_SHARD_BALANCED) */
 
 /* Lanes: NET steps run on one stream/communicator (all ranks), NVL steps on another (NVLink domain). */
 enum { RS_LANE_NET = 0, RS_LANE_NVL = 1, RS_NLANES = 2 };

@@ -157,7 +157,7 @@ int rs_plan_check_layout(const rs_layout *L, char *err, size_t errlen)
                 return bad(err, errlen, "layout: piece %u of '%s': bad placement axis", i, t->name);
             seen |= 1u << q->axis;
             if (q->kind == RS_PLACE_SHARD) {
-                if (q->dim >= t->ndim || q->arg < 0)
+                if (q->dim >= t->ndim || q->arg < RS_SHARD_BALANCED)
                     return bad(err, errlen, "layout: piece %u of '%s': bad shard", i, t->name);
             } else if (q->kind == RS_PLACE_PIN) {
                 if (q->arg < 0 || q->arg >= m->size[q->axis])

@@ -293,10 +293,13 @@ static int encode(rs_plan *P, encoded *E, char *err, size_t errlen)
     memset(h, 0, sizeof E->head);
     memcpy(h + RS_HDR_MAGIC, RS_PLAN_MAGIC, RS_PLAN_MAGIC_LEN);
     rs_le16(h + RS_HDR_MAJOR, RS_PLAN_MAJOR);
-    /* 1.1 only says that the plan has buffer groups: a plan without one stays readable by 1.0 readers. */
-    int groups = 0;
+    /* The minor version only says which additions the plan uses (1.1 buffer groups, 1.2 balanced shards): a
+     * plan without them stays readable by older readers of the same major, byte for byte as before. */
+    int groups = 0, balanced = 0;
     for (uint32_t i = 0; i < L->nbuffers; i++) groups |= L->buffers[i].group != 0;
-    rs_le16(h + RS_HDR_MINOR, groups ? RS_PLAN_MINOR_GROUPS : RS_PLAN_MINOR);
+    for (uint32_t i = 0; i < L->nplaces; i++)
+        balanced |= L->places[i].kind == RS_PLACE_SHARD && L->places[i].arg == RS_SHARD_BALANCED;
+    rs_le16(h + RS_HDR_MINOR, balanced ? RS_PLAN_MINOR_BALANCED : groups ? RS_PLAN_MINOR_GROUPS : RS_PLAN_MINOR);
     rs_le32(h + RS_HDR_LEN, RS_HDR_SIZE_1_0);
     rs_le32(h + RS_HDR_NSECTIONS, RS_SEC_COUNT_1_0);
     rs_le32(h + RS_HDR_WORLD, L->topo.world);

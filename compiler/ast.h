@@ -199,6 +199,7 @@ typedef struct ast_stmt {
             uint32_t naxes;
             rs_diag_loc axesloc;
             ast_ritem *ranks; /* is_range: one item lo..hi; else the list */
+            ast_sym *base;    /* a view `mesh v = base [axes];` (ranksloc: the base's name); NULL otherwise */
             uint8_t is_range;
             rs_diag_loc ranksloc;
         } mesh;
@@ -258,7 +259,7 @@ typedef struct rs_front {
     const rs_front_opts *opts;
     ast_arena sym_arena;
     ast_symtab syms;
-    ast_sym *sym_min, *sym_max, *sym_shard, *sym_replicate, *sym_block;
+    ast_sym *sym_min, *sym_max, *sym_shard, *sym_replicate, *sym_block, *sym_balanced;
     uint64_t source_bytes; /* all text read so far (cap RS_FRONT_MAX_SOURCE) */
     uint32_t nloads;       /* files parsed so far (cap RS_FRONT_MAX_LOADS) */
     /* include stack: device/inode of the files being elaborated, for cycle detection */

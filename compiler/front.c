@@ -324,6 +324,7 @@ int rs_front_load(const char *path, const rs_front_opts *o, rs_ir *ir, FILE *dia
     F->sym_shard = rs_ast_intern(&F->syms, &F->sym_arena, "shard", 5);
     F->sym_replicate = rs_ast_intern(&F->syms, &F->sym_arena, "replicate", 9);
     F->sym_block = rs_ast_intern(&F->syms, &F->sym_arena, "block", 5);
+    F->sym_balanced = rs_ast_intern(&F->syms, &F->sym_arena, "balanced", 8);
 
     for (uint32_t i = 0; i < o->ndefines; i++) {
         const char *nm = o->defines[i].name;

@@ -631,6 +631,107 @@ static void elab_topology(sema *S, const ast_stmt *s)
     else if (!seen[0] && !seen[1]) ERR(s->loc, "the topology needs domain_size or domains");
 }
 
+/* Collect the base-mesh axes of a view axis's value: a name, or names joined by `*` (outermost first). */
+static int view_factors(sema *S, const ast_expr *e, const ast_expr **out, int *n)
+{
+    if (e->kind == EX_BIN && e->op == OP_MUL) return view_factors(S, e->a, out, n) || view_factors(S, e->b, out, n);
+    if (e->kind != EX_NAME) {
+        ERR(e->loc, "an axis of a mesh view is an axis of its mesh or a product of them (like 'dp * tp')");
+        return 1;
+    }
+    if (*n == RS_MAX_DIMS) {
+        ERR(e->loc, "more than %d axes in one axis of a mesh view", RS_MAX_DIMS);
+        return 1;
+    }
+    out[(*n)++] = e;
+    return 0;
+}
+
+/* A view `mesh v = base [a, b = x * y];`: the base's ranks, its axes regrouped. Each view axis is one axis of
+ * the base (written alone: the same name) or a product of several, outermost first; every axis of the base
+ * is used exactly once. The view's coordinates are the base's, read in the view's order. */
+static int elab_mesh_view(sema *S, const ast_stmt *s, rs_mesh *m, mesh_info *mi)
+{
+    ast_sym *y = s->mesh.name, *bs = s->mesh.base;
+    if (bs->mesh < 0) {
+        ERR(s->mesh.ranksloc, "unknown mesh '%s'", bs->name);
+        suggest_mesh(S, s->mesh.ranksloc, bs);
+        return 1;
+    }
+    if (S->minfo.v[bs->mesh].poisoned) return 1;
+    const rs_mesh *b = &S->meshes.v[bs->mesh];
+    const mesh_info *bi = &S->minfo.v[bs->mesh];
+    if (s->mesh.naxes > RS_MAX_DIMS) {
+        ERR(s->mesh.axesloc, "mesh '%s' has %u axes; at most %d are allowed", y->name, s->mesh.naxes, RS_MAX_DIMS);
+        return 1;
+    }
+    int fac[RS_MAX_DIMS][RS_MAX_DIMS], nfac[RS_MAX_DIMS] = {0};
+    rs_diag_loc use[RS_MAX_DIMS]; /* per base axis: where the view uses it */
+    uint8_t used[RS_MAX_DIMS] = {0};
+    const ast_def *first[RS_MAX_DIMS];
+    for (const ast_def *d = s->mesh.axes; d; d = d->next) {
+        for (uint32_t a = 0; a < m->naxes; a++)
+            if (mi->axis[a] == d->sym) {
+                ERR(d->loc, "axis '%s' is defined twice in mesh '%s'", d->sym->name, y->name);
+                NOTE(first[a]->loc, "first definition of axis '%s'", d->sym->name);
+                return 1;
+            }
+        ast_expr self = {.kind = EX_NAME, .loc = d->loc, .sym = d->sym};
+        const ast_expr *f[RS_MAX_DIMS];
+        int nf = 0;
+        if (view_factors(S, d->value ? d->value : &self, f, &nf)) return 1;
+        int64_t size = 1;
+        for (int i = 0; i < nf; i++) {
+            int a = -1;
+            for (uint32_t k = 0; k < b->naxes; k++)
+                if (bi->axis[k] == f[i]->sym) a = (int)k;
+            if (a < 0) {
+                ERR(f[i]->loc, "mesh '%s' has no axis '%s'", b->name, f[i]->sym->name);
+                suggest_list(S, f[i]->loc, f[i]->sym->name, f[i]->sym->len, b->axis, (int)b->naxes);
+                return 1;
+            }
+            if (used[a]) {
+                ERR(f[i]->loc, "axis '%s' of mesh '%s' is used twice in mesh '%s'", f[i]->sym->name, b->name, y->name);
+                NOTE(use[a], "first use of axis '%s'", f[i]->sym->name);
+                return 1;
+            }
+            used[a] = 1;
+            use[a] = f[i]->loc;
+            fac[m->naxes][nfac[m->naxes]++] = a;
+            size *= b->size[a]; /* at most the base's positions */
+        }
+        first[m->naxes] = d;
+        mi->axis[m->naxes] = d->sym;
+        m->axis[m->naxes] = intern_name(S, d->sym->name, d->sym->len);
+        m->size[m->naxes] = size;
+        m->naxes++;
+    }
+    for (uint32_t a = 0; a < b->naxes; a++)
+        if (!used[a]) {
+            ERR(s->mesh.axesloc, "mesh '%s' leaves out axis '%s' of mesh '%s': a view uses every axis once", y->name,
+                b->axis[a], b->name);
+            return 1;
+        }
+    m->nranks = b->nranks;
+    m->ranks = rs_xmalloc((b->nranks ? b->nranks : 1) * sizeof *m->ranks);
+    for (uint32_t r = 0; r < b->nranks; r++) {
+        int64_t bc[RS_MAX_DIMS], x = r;
+        for (uint32_t k = m->naxes; k-- > 0;) {
+            int64_t c = x % m->size[k];
+            x /= m->size[k];
+            for (int i = nfac[k]; i-- > 0;) {
+                int64_t n = b->size[fac[k][i]];
+                bc[fac[k][i]] = c % n;
+                c /= n;
+            }
+        }
+        int64_t lin = 0;
+        for (uint32_t a = 0; a < b->naxes; a++) lin = lin * b->size[a] + bc[a];
+        m->ranks[r] = b->ranks[lin];
+    }
+    return 0;
+}
+
 static void elab_mesh(sema *S, const ast_stmt *s)
 {
     if (!top_only(S, s, "a mesh definition")) return;
@@ -652,6 +753,13 @@ static void elab_mesh(sema *S, const ast_stmt *s)
     if (!m.name) {
         ERR(s->mesh.nameloc, "names take more than %llu MiB", (unsigned long long)(MAX_NAME_BYTES >> 20));
         fatal(S);
+        return;
+    }
+    if (s->mesh.base) {
+        mi.poisoned = (uint8_t)elab_mesh_view(S, s, &m, &mi);
+        y->mesh = (int32_t)S->meshes.n;
+        rs_vec_push(&S->meshes, m);
+        rs_vec_push(&S->minfo, mi);
         return;
     }
     if (s->mesh.naxes > RS_MAX_DIMS) {
@@ -1110,22 +1218,30 @@ static void elab_piece(sema *S, const ast_stmt *st)
             p.kind = RS_PLACE_REPLICATE;
         } else if (ap->fn == S->F->sym_shard) {
             if (!ap->call) {
-                ERR(ap->fnloc, "shard needs a dimension: shard(d) or shard(d, block = B)");
+                ERR(ap->fnloc, "shard needs a dimension: shard(d), shard(d, block = B) or shard(d, balanced)");
                 bad = 1;
                 continue;
             }
-            const ast_parg *dim = NULL, *blk = NULL;
+            const ast_parg *dim = NULL, *blk = NULL, *bal = NULL;
             int argbad = 0;
             for (const ast_parg *g = ap->args; g; g = g->next) {
                 if (!g->key) {
-                    if (dim || blk) {
-                        ERR(g->loc, "shard takes one dimension, then optionally block = B");
+                    int word = g->value->kind == EX_NAME && g->value->sym == S->F->sym_balanced;
+                    if (dim && !word) {
+                        ERR(g->loc, "shard takes one dimension, then optionally block = B or balanced");
+                        if (g->value->kind == EX_NAME) {
+                            static const char *const kw[] = {"balanced"};
+                            suggest_list(S, g->loc, g->value->sym->name, g->value->sym->len, kw, 1);
+                        }
                         argbad = 1;
-                    }
-                    dim = g;
+                    } else if (word && (!dim || bal)) {
+                        ERR(g->loc, bal ? "balanced given twice" : "shard needs its dimension before balanced");
+                        argbad = 1;
+                    } else if (word) bal = g;
+                    else dim = g;
                 } else if (g->key != S->F->sym_block) {
                     static const char *const kw[] = {"block"};
-                    ERR(g->loc, "unknown shard argument '%s'; shard takes block = B", g->key->name);
+                    ERR(g->loc, "unknown shard argument '%s'; shard takes block = B or balanced", g->key->name);
                     suggest_list(S, g->loc, g->key->name, g->key->len, kw, 1);
                     argbad = 1;
                 } else if (blk) {
@@ -1133,11 +1249,15 @@ static void elab_piece(sema *S, const ast_stmt *st)
                     argbad = 1;
                 } else blk = g;
             }
-            if (!argbad && !dim) {
-                ERR(ap->fnloc, "shard needs a dimension: shard(d) or shard(d, block = B)");
+            if (!argbad && blk && bal) {
+                ERR(bal->loc, "a shard is either balanced or in blocks of B, not both");
                 argbad = 1;
             }
-            int64_t d = 0, b = 0;
+            if (!argbad && !dim) {
+                ERR(ap->fnloc, "shard needs a dimension: shard(d), shard(d, block = B) or shard(d, balanced)");
+                argbad = 1;
+            }
+            int64_t d = 0, b = bal ? RS_SHARD_BALANCED : 0;
             if (!argbad && eval(S, dim->value, &d)) argbad = 1;
             if (!argbad && (d < 0 || d >= (int64_t)t->ndim)) {
                 ERR(dim->value->loc, "shard dimension %lld is out of range: tensor '%s' has %u dimensions", LL(d),
@@ -1160,7 +1280,8 @@ static void elab_piece(sema *S, const ast_stmt *st)
             p.arg = b;
         } else {
             static const char *const fns[] = {"shard", "replicate"};
-            ERR(ap->fnloc, "unknown placement '%s'; expected shard(d), shard(d, block = B) or replicate",
+            ERR(ap->fnloc, "unknown placement '%s'; expected shard(d), shard(d, block = B), shard(d, balanced) or "
+                "replicate",
                 ap->fn->name);
             suggest_list(S, ap->fnloc, ap->fn->name, ap->fn->len, fns, 2);
             bad = 1;

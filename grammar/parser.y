@@ -224,7 +224,7 @@ static ast_def *def(rs_parse_ctx *P, ast_sym *sym, const ast_yyloc *l, ast_expr 
 %left '*' '/' '%'
 %precedence UNARY
 
-%type <list> stmts block mesh_axes rank_items topo_items dom_items const_defs exprs exprs_opt strparts
+%type <list> stmts block mesh_axes view_axes rank_items topo_items dom_items const_defs exprs exprs_opt strparts
 %type <list> items places places_opt placement pargs
 %type <stmt> stmt if_stmt
 %type <expr> expr
@@ -284,6 +284,15 @@ stmt: INCLUDE str ';'
             $$->mesh.ranks = $9.head;
             ast_yyloc rl = @8; rl.last_line = @10.last_line; rl.last_column = @10.last_column;
             $$->mesh.ranksloc = L(&rl);
+        }
+    | MESH IDENT '=' IDENT '[' view_axes ']' ';'
+        {
+            $$ = st(P, ST_MESH, &@1);
+            $$->mesh.name = $2; $$->mesh.nameloc = L(&@2);
+            $$->mesh.base = $4; $$->mesh.ranksloc = L(&@4);
+            $$->mesh.axes = $6.head; $$->mesh.naxes = $6.n;
+            ast_yyloc al = @5; al.last_line = @7.last_line; al.last_column = @7.last_column;
+            $$->mesh.axesloc = L(&al);
         }
     | TENSOR name ':' IDENT '[' exprs_opt ']' ';'
         {
@@ -411,6 +420,12 @@ const_defs: IDENT '=' expr          { $$ = ONE(def(P, $1, &@1, $3)); }
 
 mesh_axes: IDENT '=' expr           { $$ = ONE(def(P, $1, &@1, $3)); }
     | mesh_axes ',' IDENT '=' expr  { $$ = $1; ADD($$, def(P, $3, &@3, $5)); }
+    ;
+
+view_axes: IDENT                   { $$ = ONE(def(P, $1, &@1, NULL)); }
+    | IDENT '=' expr                { $$ = ONE(def(P, $1, &@1, $3)); }
+    | view_axes ',' IDENT           { $$ = $1; ADD($$, def(P, $3, &@3, NULL)); }
+    | view_axes ',' IDENT '=' expr  { $$ = $1; ADD($$, def(P, $3, &@3, $5)); }
     ;
 
 slice_opt: %empty                   { $$ = NULL; }

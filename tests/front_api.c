@@ -205,6 +205,60 @@ static void test_ir(void)
     rs_ir_free(&ir);
 }
 
+/* ---------------------------------------------------------------- mesh views and balanced shards */
+static void test_views_balanced(void)
+{
+    const char *text = "topology { domain_size = 4; nic_gbps = 400; nvlink_gbps = 3600; }\n"
+                       "mesh infer [dp = 2, pp = 2, tp = 3] = ranks 2..14;\n"
+                       "mesh ep [pp, ep = dp * tp] = infer;\n" /* wrong way round: a syntax error */
+                       "tensor w : bf16[10, 4];\n"
+                       "src w on infer as \"w\";\n"
+                       "dst w on ep { pp = 1, ep: shard(0, balanced) } as \"wb\";\n"
+                       "dst w[0:3, :] on ep { pp = 0, ep: shard(0, balanced), } as \"wc\";\n";
+    rs_ir ir;
+    char *diag;
+    CHECK(load(text, NULL, &ir, &diag) >= 1);
+    CHECK(strstr(diag, "front_api_t.layout:3:") && strstr(diag, "syntax error"));
+    free(diag);
+    char fixed[1024];
+    snprintf(fixed, sizeof fixed, "%s", text);
+    char *v = strstr(fixed, "mesh ep [pp, ep = dp * tp] = infer;");
+    memcpy(v, "mesh ep = infer [pp, ep = dp * tp];", 35);
+    char *comma = strstr(fixed, "), }");
+    memmove(comma + 1, comma + 2, strlen(comma + 2) + 1);
+    int n = load(fixed, NULL, &ir, &diag);
+    CHECK(n == 0);
+    if (n) {
+        fputs(diag, stderr);
+        free(diag);
+        return;
+    }
+    free(diag);
+    const rs_layout *L = &ir.L;
+    /* infer's rank = 2 + 6 dp + 3 pp + tp; the view's (pp, ep = 3 dp + tp) in row-major order */
+    static const int32_t want_ranks[12] = {2, 3, 4, 8, 9, 10, 5, 6, 7, 11, 12, 13};
+    CHECK(L->nmeshes == 2 && L->meshes[1].naxes == 2 && L->meshes[1].size[0] == 2 && L->meshes[1].size[1] == 6);
+    CHECK(!strcmp(L->meshes[1].axis[0], "pp") && !strcmp(L->meshes[1].axis[1], "ep"));
+    CHECK(L->meshes[1].nranks == 12 && !memcmp(L->meshes[1].ranks, want_ranks, sizeof want_ranks));
+    /* 10 rows over 6: 2, 2, 2, 2, 1, 1 (torch.chunk would give 2, 2, 2, 2, 2, 0); 3 rows over 6: 1, 1, 1, 0.. */
+    static const int64_t wb[6][2] = {{0, 2}, {2, 4}, {4, 6}, {6, 8}, {8, 9}, {9, 10}};
+    static const int64_t wc[6][2] = {{0, 1}, {1, 2}, {2, 3}, {3, 3}, {3, 3}, {3, 3}};
+    const rs_piece *pb = NULL, *pc = NULL;
+    for (uint32_t i = 0; i < L->npieces; i++) {
+        const char *bn = L->buffers[L->pieces[i].buffer].name;
+        if (!strcmp(bn, "wb")) pb = &L->pieces[i];
+        if (!strcmp(bn, "wc")) pc = &L->pieces[i];
+    }
+    CHECK(pb && pc && L->places[pb->place + 1].arg == RS_SHARD_BALANCED);
+    for (int64_t e = 0; pb && pc && e < 6; e++) {
+        int64_t c[2] = {1, e}, lo[2], hi[2];
+        CHECK(rs_piece_block(L, pb, c, lo, hi) == (wb[e][1] - wb[e][0]) * 4 && lo[0] == wb[e][0] && hi[0] == wb[e][1]);
+        c[0] = 0;
+        CHECK(rs_piece_block(L, pc, c, lo, hi) == (wc[e][1] - wc[e][0]) * 4 && lo[0] == wc[e][0] && hi[0] == wc[e][1]);
+    }
+    rs_ir_free(&ir);
+}
+
 /* ---------------------------------------------------------------- limits */
 static void expect_error(const char *text, const rs_front_opts *o, const char *needle)
 {
@@ -465,7 +519,7 @@ static void gen_layout(glayout *G, char *out, size_t cap)
                 int64_t longest[3];
                 for (int d = 0; d < nd; d++) longest[d] = p->hi[d] - p->lo[d];
                 for (int a = 0; a < m->naxes; a++) {
-                    int r = (int)rnd(6);
+                    int r = (int)rnd(7);
                     gplace *g = &p->pl[p->nplace];
                     g->axis = a;
                     if (r == 0) continue; /* unnamed: replicated */
@@ -481,7 +535,10 @@ static void gen_layout(glayout *G, char *out, size_t cap)
                             g->arg = (L + n - 1) / n + rnd(2);
                             if (g->arg < 1) g->arg = 1;
                             longest[g->dim] = g->arg < L ? g->arg : L;
-                        } else longest[g->dim] = (L + n - 1) / n;
+                        } else {
+                            if (r == 6) g->arg = RS_SHARD_BALANCED; /* longest block: also ceil(L / n) */
+                            longest[g->dim] = (L + n - 1) / n;
+                        }
                     }
                     p->nplace++;
                 }
@@ -528,6 +585,7 @@ static void gen_layout(glayout *G, char *out, size_t cap)
                     OUT("%s a%d", i ? "," : "", g->axis);
                     if (g->kind == RS_PLACE_REPLICATE) OUT(": replicate");
                     else if (g->kind == RS_PLACE_PIN) OUT(" = %lld", (long long)g->arg);
+                    else if (g->arg == RS_SHARD_BALANCED) OUT(": shard(%d, balanced)", g->dim);
                     else if (g->arg) OUT(": shard(%d, block = %lld)", g->dim, (long long)g->arg);
                     else OUT(": shard(%d)", g->dim);
                 }
@@ -723,6 +781,7 @@ int main(int argc, char **argv)
     test_defines();
     test_ir();
     test_text_consts();
+    test_views_balanced();
     test_limits();
     test_determinism();
     int rounds = argc > 2 ? atoi(argv[2]) : 3000; /* more for a longer campaign */

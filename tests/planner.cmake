@@ -38,9 +38,10 @@ endfunction()
 # Buffer groups (names with "{*}", format 1.1): experts_grouped is experts with each EP rank's experts as one
 # group; experts_grouped_ep has whole experts per inference rank (boxes covering whole members, which must
 # not fold into one run across members); colocated_grouped has local COPYs between a group and a plain
-# buffer on the same rank. `reshardc verify` (run by each) refuses any descriptor that crosses a member.
+# buffer on the same rank. experts_balanced (format 1.2): vLLM's uneven expert split, shard(0, balanced)
+# over a mesh view. `reshardc verify` (run by each) refuses any descriptor that crosses a member.
 foreach(g row_to_column replicated_one_domain replicated_across_domains pipeline_stages experts ragged colocated
-          fused_qkv experts_grouped experts_grouped_ep colocated_grouped)
+          fused_qkv experts_grouped experts_grouped_ep colocated_grouped experts_balanced)
   rs_golden_args(${CMAKE_CURRENT_SOURCE_DIR}/golden/${g}.layout args)
   rs_add_golden_dump(${g} ${CMAKE_CURRENT_SOURCE_DIR}/golden/${g}.layout ${args})
 endforeach()

@@ -76,6 +76,8 @@ static uint32_t make_places(rng *R, const rs_mesh *m, uint32_t nd, const int64_t
                 if (full && block * parts[d] < ext[d]) block = need;
                 /* nested fixed blocks inside chunked parents may still leave gaps; keep it simple */
                 if (parts[d] != m->size[a]) block = 0;
+            } else if (chance(R, 20)) {
+                block = RS_SHARD_BALANCED; /* the longer blocks first, as vLLM splits experts */
             }
             pl[n++] = lb_shard((uint8_t)a, d, block);
         } else if (k < 7) {

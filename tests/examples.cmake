@@ -117,6 +117,11 @@ foreach(m 1 2)
   rs_example_test(examples.qwen3-235b-h100.experts${m}.check check qwen3-235b-h100 -D EXPERTS=${m})
   rs_example_test(examples.qwen3-235b-h100.experts${m}.verify verify qwen3-235b-h100 -D EXPERTS=${m})
 endforeach()
+# vLLM's expert parallelism with a remainder (its expert map gives the first E % EP ranks one more expert):
+# Qwen3-235B on 12 engines of TP8, EP96 over 128 experts (32 ranks with 2, 64 with 1).
+rs_example_test(examples.qwen3-235b-h100.ep96.check check qwen3-235b-h100 -D EXPERTS=2 -D NI=96)
+rs_example_test(examples.qwen3-235b-h100.ep96.bytes bytes qwen3-235b-h100 470187269120 -D EXPERTS=2 -D NI=96)
+rs_example_test(examples.qwen3-235b-h100.ep96.verify verify qwen3-235b-h100 -D EXPERTS=2 -D NI=96)
 # Megatron-Bridge: no vocabulary padding on the training side.
 rs_example_test(examples.llama3-70b-h100.bridge.check check llama3-70b-h100 -D MEG_PAD=1)
 
@@ -132,6 +137,11 @@ set(RS_SCALED_VARIANTS
     "deepseek-v3-h100 pipelines -D L=32 -D FIRST=2 -D LAST=2 -D VPP=2 -D PPI=2 -D MTP=1"
     "qwen3-235b-h100 experts1 -D EXPERTS=1 -D E=16 -D F=128"
     "qwen3-235b-h100 experts2 -D EXPERTS=2 -D E=128 -D F=4"
+    # uneven expert parallelism: 144 experts over EP128 (16 ranks with 2); 80 over EP64 in each of 2 vLLM
+    # stages (vLLM's EP group is the stage's dp x tp ranks); Kimi K2 (mla.layout) with 144 over EP128
+    "qwen3-235b-h100 ep128r16 -D EXPERTS=2 -D E=144 -D F=4"
+    "qwen3-235b-h100 ppi2ep -D EXPERTS=2 -D PPI=2 -D TPI=2 -D E=80 -D F=4"
+    "kimi-k2-h100 ep128r16 -D E=144"
     # training TP8 > 4 kv groups: each group's rows split over 2 training ranks (MODELS.md's partial groups;
     # Megatron-Core itself asserts num_query_groups % TP == 0)
     "qwen3-32b-asym-h100 nkv4 -D NKV=4"

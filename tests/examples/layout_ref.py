@@ -226,6 +226,23 @@ class Parser:
         if kind == "id" and val == "mesh":
             self.next()
             n = self.ident()
+            if self.accept("="):   # a view: mesh v = base [a, b = x * y];
+                base = self.ident()
+                self.expect("[")
+                axes = []
+                while True:
+                    a = self.ident()
+                    fac = [a]
+                    if self.accept("="):
+                        fac = [self.ident()]
+                        while self.accept("*"):
+                            fac.append(self.ident())
+                    axes.append((a, fac))
+                    if self.accept("]"):
+                        break
+                    self.expect(",")
+                self.expect(";")
+                return ("view", n, base, axes)
             self.expect("[")
             axes = []
             while True:
@@ -284,9 +301,12 @@ class Parser:
                             d = self.expr()
                             blk = None
                             if self.accept(","):
-                                self.expect("block")
-                                self.expect("=")
-                                blk = self.expr()
+                                if self.accept("balanced"):
+                                    blk = "balanced"
+                                else:
+                                    self.expect("block")
+                                    self.expect("=")
+                                    blk = self.expr()
                             self.expect(")")
                             places.append((ax, "shard", d, blk))
                     self.accept(",")
@@ -438,6 +458,29 @@ class Layout:
                     n *= sz
                 assert n == len(ranks), f"mesh {s[1]}: size {n} != {len(ranks)} ranks"
                 self.meshes[s[1]] = (axes, ranks)
+            elif k == "view":
+                # the base's ranks with its axes regrouped: view axis = base axes, outermost first
+                baxes, branks = self.meshes[s[2]]
+                bsize = dict(baxes)
+                order = [f for _, fac in s[3] for f in fac]
+                assert sorted(order) == sorted(bsize), f"mesh {s[1]}: a view uses every axis of {s[2]} once"
+                axes = []
+                for a, fac in s[3]:
+                    n = 1
+                    for f in fac:
+                        n *= bsize[f]
+                    axes.append((a, n))
+                ranks = []
+                for lin in range(len(branks)):   # the view's positions in row-major order
+                    coord, x = {}, lin
+                    for f in reversed(order):
+                        coord[f] = x % bsize[f]
+                        x //= bsize[f]
+                    b = 0
+                    for a, n in baxes:
+                        b = b * n + coord[a]
+                    ranks.append(branks[b])
+                self.meshes[s[1]] = (axes, ranks)
             elif k == "tensor":
                 n = self.fmt(s[1], scope)
                 assert n not in self.tensors, f"duplicate tensor {n}"
@@ -452,7 +495,7 @@ class Layout:
                 pl = []
                 for ax, how, a1, a2 in places:
                     pl.append((axes.index(ax), how, None if a1 is None else self.ev(a1, scope),
-                               None if a2 is None else self.ev(a2, scope)))
+                               a2 if a2 in (None, "balanced") else self.ev(a2, scope)))
                 bshape = [self.ev(e, scope) for e in shape] if shape is not None else None
                 bbox = None
                 if bshape is not None:
@@ -472,6 +515,10 @@ class Layout:
 
 def shard_interval(plo, phi, n, b, j):
     length = phi - plo
+    if b == "balanced":   # the first length % n blocks one longer
+        q, r = divmod(length, n)
+        lo = j * q + min(j, r)
+        return plo + lo, plo + lo + q + (1 if j < r else 0)
     bs = b if b else -(-length // n)
     lo = min(j * bs, length)
     hi = min((j + 1) * bs, length)

@@ -122,6 +122,9 @@ endforeach()
 rs_example_test(examples.qwen3-235b-h100.ep96.check check qwen3-235b-h100 -D EXPERTS=2 -D NI=96)
 rs_example_test(examples.qwen3-235b-h100.ep96.bytes bytes qwen3-235b-h100 470187269120 -D EXPERTS=2 -D NI=96)
 rs_example_test(examples.qwen3-235b-h100.ep96.verify verify qwen3-235b-h100 -D EXPERTS=2 -D NI=96)
+# Megatron's context parallelism: DeepSeek-V3 with CP2 (dense DP 8; the expert mesh does not change).
+rs_example_test(examples.deepseek-v3-h100.cp2.check check deepseek-v3-h100 -D CP=2)
+rs_example_test(examples.deepseek-v3-h100.cp2.verify verify deepseek-v3-h100 -D CP=2)
 # Megatron-Bridge: no vocabulary padding on the training side.
 rs_example_test(examples.llama3-70b-h100.bridge.check check llama3-70b-h100 -D MEG_PAD=1)
 
@@ -145,7 +148,10 @@ set(RS_SCALED_VARIANTS
     # training TP8 > 4 kv groups: each group's rows split over 2 training ranks (MODELS.md's partial groups;
     # Megatron-Core itself asserts num_query_groups % TP == 0)
     "qwen3-32b-asym-h100 nkv4 -D NKV=4"
-    "llama3-70b-h100 bridge -D MEG_PAD=1")
+    "llama3-70b-h100 bridge -D MEG_PAD=1"
+    # Megatron's context parallelism (rank = tp + TP * (cp + CP * (dp + DP * pp))): weights replicated over cp
+    "qwen3-32b-h100 cp2 -D CP=2"
+    "deepseek-v3-h100 cp2 -D CP=2")
 foreach(v ${RS_SCALED_VARIANTS})
   separate_arguments(v UNIX_COMMAND "${v}")
   list(POP_FRONT v example variant)

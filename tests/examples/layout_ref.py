@@ -732,9 +732,10 @@ def reference(C):
             ck.add(p + "mlp.down_proj.weight", H, C["I"])
     w = ck.w
 
-    # ---- Megatron-Core: dense rank = tp + TP * (dp + DP * pp); experts etp + ETP * (ep + EP * (edp + EDP * pp)).
-    NT, PP, TP = C["NT"], C["PP"], C["TP"]
-    DP = NT // (PP * TP)
+    # ---- Megatron-Core: dense rank = tp + TP * (cp + CP * (dp + DP * pp)); experts etp + ETP * (ep + EP * (edp +
+    # EDP * pp)), EDP = NT / (ETP * EP * PP). Weights are the same on every cp and dp coordinate.
+    NT, PP, TP, CP = C["NT"], C["PP"], C["TP"], C.get("CP", 1)
+    DP = NT // (PP * CP * TP)
     # stage layer counts: first / last given (Megatron's --decoder-first/last-pipeline-num-layers), rest even
     if PP == 1:
         counts = [L]
@@ -754,7 +755,7 @@ def reference(C):
     vpm = -(-V // (C["MEG_PAD"] * TP)) * C["MEG_PAD"] * TP   # Megatron-LM's padded vocabulary
     meg = {}
     for r in range(NT):
-        tp, dp, pp = r % TP, (r // TP) % DP, r // (TP * DP)
+        tp, pp = r % TP, r // (TP * CP * DP)
         b = {}
         if pp == 0:
             b[first_chunk + "embedding.word_embeddings.weight"] = chunk_rows(

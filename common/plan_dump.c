@@ -406,19 +406,23 @@ void rs_plan_dump_header(FILE *f, const rs_plan *P)
 #undef X
     fputs(")\n", f);
     for (uint32_t i = 0; i < L->nmeshes; i++) {
-        const rs_mesh *m = &L->meshes[i];
         fprintf(f, "mesh        ");
-        print_ident(f, m->name);
-        fputs(" [", f);
-        for (uint32_t a = 0; a < m->naxes; a++) {
-            fprintf(f, "%s", a ? ", " : "");
-            print_ident(f, m->axis[a]);
-            fprintf(f, " = %lld", (long long)m->size[a]);
-        }
-        fputs("] = ranks ", f);
-        print_ranks(f, m->ranks, m->nranks);
+        rs_plan_print_mesh(f, &L->meshes[i]);
         fputc('\n', f);
     }
+}
+
+void rs_plan_print_mesh(FILE *f, const rs_mesh *m)
+{
+    print_ident(f, m->name);
+    fputs(" [", f);
+    for (uint32_t a = 0; a < m->naxes; a++) {
+        fprintf(f, "%s", a ? ", " : "");
+        print_ident(f, m->axis[a]);
+        fprintf(f, " = %lld", (long long)m->size[a]);
+    }
+    fputs("] = ranks ", f);
+    print_ranks(f, m->ranks, m->nranks);
 }
 
 void rs_plan_dump(FILE *f, const rs_plan *P, int rank)

@@ -34,6 +34,8 @@ int rs_plan_format_range(char *buf, size_t n, const rs_plan *P, uint32_t rank, u
                          uint64_t bytes);
 /* A name in double quotes with \" \\ and \xNN escapes. */
 void rs_plan_print_name(FILE *f, const char *name);
+/* A mesh as the listing shows it: `infer [dp = 2, tp = 4] = ranks 8..16` (no newline). */
+void rs_plan_print_mesh(FILE *f, const rs_mesh *m);
 
 /* Format version of a plan file from its first bytes (no validation beyond the magic). 0 on success. */
 int rs_plan_file_version(const char *path, unsigned *major, unsigned *minor);

@@ -307,9 +307,52 @@ static void print_dims(const char *dtype, const int64_t *shape, uint32_t n)
     putchar(']');
 }
 
+static int mesh_cmp(const void *pa, const void *pb)
+{
+    return strcmp((*(const rs_mesh *const *)pa)->name, (*(const rs_mesh *const *)pb)->name);
+}
+
+static int same_mesh(const rs_mesh *a, const rs_mesh *b)
+{
+    if (a->naxes != b->naxes || a->nranks != b->nranks) return 0;
+    for (uint32_t i = 0; i < a->naxes; i++)
+        if (strcmp(a->axis[i], b->axis[i]) || a->size[i] != b->size[i]) return 0;
+    return !memcmp(a->ranks, b->ranks, a->nranks * sizeof *a->ranks);
+}
+
+/* Meshes by name: added, removed, or changed (axes, sizes or ranks), printed whole on both sides. */
+static int diff_meshes(const rs_layout *A, const rs_layout *B)
+{
+    const rs_mesh **x = rs_xcalloc(A->nmeshes + 1, sizeof *x), **y = rs_xcalloc(B->nmeshes + 1, sizeof *y);
+    for (uint32_t i = 0; i < A->nmeshes; i++) x[i] = &A->meshes[i];
+    for (uint32_t i = 0; i < B->nmeshes; i++) y[i] = &B->meshes[i];
+    qsort(x, A->nmeshes, sizeof *x, mesh_cmp);
+    qsort(y, B->nmeshes, sizeof *y, mesh_cmp);
+    int changed = 0;
+    for (uint32_t i = 0, j = 0; i < A->nmeshes || j < B->nmeshes;) {
+        int c = i >= A->nmeshes ? 1 : j >= B->nmeshes ? -1 : strcmp(x[i]->name, y[j]->name);
+        if (c || !same_mesh(x[i], y[j])) {
+            fputs("layout  mesh ", stdout);
+            rs_plan_print_mesh(stdout, c > 0 ? y[j] : x[i]);
+            if (c) printf(": only in %s", c < 0 ? "A" : "B");
+            else {
+                fputs(" -> ", stdout);
+                rs_plan_print_mesh(stdout, y[j]);
+            }
+            putchar('\n');
+            changed = 1;
+        }
+        if (c <= 0) i++;
+        if (c >= 0) j++;
+    }
+    free(x);
+    free(y);
+    return changed;
+}
+
 static int diff_layout(const rs_layout *A, const rs_layout *B)
 {
-    int changed = 0;
+    int changed = diff_meshes(A, B);
     for (int buffers = 0; buffers < 2; buffers++) {
         size_t na, nb, i = 0, j = 0;
         named *x = sorted_names(A, buffers, &na), *y = sorted_names(B, buffers, &nb);
@@ -466,6 +509,10 @@ int rs_cmd_diff(int argc, char **argv)
         rs_plan_free(&B);
         return 0;
     }
+    unsigned ma = 0, na = 0, mb = 0, nb = 0;
+    rs_plan_file_version(argv[1], &ma, &na);
+    rs_plan_file_version(argv[2], &mb, &nb);
+    if (ma != mb || na != nb) printf("format      %u.%u -> %u.%u\n", ma, na, mb, nb);
     printf("plan fp     %016llx -> %016llx\n", (unsigned long long)A.plan_fp, (unsigned long long)B.plan_fp);
     if (A.source_fp != B.source_fp)
         printf("source fp   %016llx -> %016llx\n", (unsigned long long)A.source_fp, (unsigned long long)B.source_fp);

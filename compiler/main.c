@@ -50,7 +50,8 @@ int main(int argc, char **argv)
         return finish(0);
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("reshardc %s (plan format %d.%d)\n", RS_VERSION_STRING, RS_PLAN_MAJOR, RS_PLAN_MINOR);
+        printf("reshardc %s (plan format %d.%d; reads %d.x)\n", RS_VERSION_STRING, RS_PLAN_MAJOR, RS_PLAN_MINOR_BALANCED,
+               RS_PLAN_MAJOR);
         return finish(0);
     }
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)

@@ -45,6 +45,17 @@ foreach(g row_to_column replicated_one_domain replicated_across_domains pipeline
   rs_golden_args(${CMAKE_CURRENT_SOURCE_DIR}/golden/${g}.layout args)
   rs_add_golden_dump(${g} ${CMAKE_CURRENT_SOURCE_DIR}/golden/${g}.layout ${args})
 endforeach()
+# `reshardc diff` across layouts: a balanced split against a nested chunked one (format 1.2 -> 1.1, every
+# inference rank's experts), then a changed mesh and its view (TPI 3 -> 2: ranks, sizes, world)
+set(RS_DIFF_LAYOUT ${CMAKE_CURRENT_SOURCE_DIR}/golden/diff_layouts.layout)
+foreach(d "bal0:-D BAL=0" "tpi2:-D TPI=2")
+  string(REPLACE ":" ";" d "${d}")
+  list(GET d 0 n)
+  list(GET d 1 args)
+  rs_add_golden(golden_diff_layouts_${n} ${CMAKE_CURRENT_SOURCE_DIR}/golden/diff_layouts_${n}.diff STATUS 1
+                COMMAND sh -c "$<TARGET_FILE:reshardc> ${RS_DIFF_LAYOUT} -o a_${n}.bin --quiet && \
+$<TARGET_FILE:reshardc> ${RS_DIFF_LAYOUT} ${args} -o b_${n}.bin --quiet && $<TARGET_FILE:reshardc> diff a_${n}.bin b_${n}.bin")
+endforeach()
 # the same fan-out layout with a tiny staging budget: several rounds, NVLink fan-out of round k
 # overlapping the network transfer of round k + 1 (waits between the lanes)
 rs_golden_args(${CMAKE_CURRENT_SOURCE_DIR}/golden/replicated_one_domain.layout args)

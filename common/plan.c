@@ -142,6 +142,15 @@ void rs_prog_desc_trim(rs_rank_prog *g)
     g->dpool_cap = g->dpool_n + 1;
 }
 
+unsigned rs_plan_layout_minor(const rs_layout *L)
+{
+    int groups = 0, balanced = 0;
+    for (uint32_t i = 0; i < L->nbuffers; i++) groups |= L->buffers[i].group != 0;
+    for (uint32_t i = 0; i < L->nplaces; i++)
+        balanced |= L->places[i].kind == RS_PLACE_SHARD && L->places[i].arg == RS_SHARD_BALANCED;
+    return balanced ? RS_PLAN_MINOR_BALANCED : groups ? RS_PLAN_MINOR_GROUPS : RS_PLAN_MINOR;
+}
+
 /* ---- buffer groups ---- */
 
 uint64_t rs_binding_members(const rs_layout *L, const rs_binding *b)

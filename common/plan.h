@@ -173,6 +173,10 @@ uint32_t rs_rank_binding(const rs_rank_prog *r, uint32_t buffer);
 /* ---- buffer groups (format 1.1, docs/format.md) ----
  * A binding of a group buffer is shape[0] members of bytes / shape[0] bytes each, bound separately; the
  * plan addresses the group as if its members lay back to back. A plain binding is one member. */
+/* The minor format version a plan with this layout is written in: the newest addition it uses (1.2 a
+ * balanced shard, 1.1 a buffer group), else 1.0, so that older readers keep reading what they can. */
+unsigned rs_plan_layout_minor(const rs_layout *L);
+
 #define RS_PLAN_MAX_MEMBERS (1u << 20) /* members of buffer groups one rank binds, all groups together */
 uint64_t rs_binding_members(const rs_layout *L, const rs_binding *b);
 uint64_t rs_binding_member_bytes(const rs_layout *L, const rs_binding *b);

@@ -295,11 +295,7 @@ static int encode(rs_plan *P, encoded *E, char *err, size_t errlen)
     rs_le16(h + RS_HDR_MAJOR, RS_PLAN_MAJOR);
     /* The minor version only says which additions the plan uses (1.1 buffer groups, 1.2 balanced shards): a
      * plan without them stays readable by older readers of the same major, byte for byte as before. */
-    int groups = 0, balanced = 0;
-    for (uint32_t i = 0; i < L->nbuffers; i++) groups |= L->buffers[i].group != 0;
-    for (uint32_t i = 0; i < L->nplaces; i++)
-        balanced |= L->places[i].kind == RS_PLACE_SHARD && L->places[i].arg == RS_SHARD_BALANCED;
-    rs_le16(h + RS_HDR_MINOR, balanced ? RS_PLAN_MINOR_BALANCED : groups ? RS_PLAN_MINOR_GROUPS : RS_PLAN_MINOR);
+    rs_le16(h + RS_HDR_MINOR, (uint16_t)rs_plan_layout_minor(L));
     rs_le32(h + RS_HDR_LEN, RS_HDR_SIZE_1_0);
     rs_le32(h + RS_HDR_NSECTIONS, RS_SEC_COUNT_1_0);
     rs_le32(h + RS_HDR_WORLD, L->topo.world);

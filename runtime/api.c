@@ -250,9 +250,7 @@ rsResult_t rsPlanGetInfo(rsPlan_t plan, rsPlanInfo_t *info)
     info->rank = plan->rank;
     info->numDomains = (int)plan->P.layout.topo.ndomains;
     info->formatMajor = RS_PLAN_MAJOR;
-    info->formatMinor = RS_PLAN_MINOR; /* the version the plan is written in: 1.1 with a buffer group */
-    for (uint32_t b = 0; b < plan->P.layout.nbuffers; b++)
-        if (plan->P.layout.buffers[b].group) info->formatMinor = RS_PLAN_MINOR_GROUPS;
+    info->formatMinor = (int)rs_plan_layout_minor(&plan->P.layout); /* the version the plan is written in */
     info->fingerprint = plan->P.plan_fp;
     info->sourceFingerprint = plan->P.source_fp;
     return rsSuccess;

@@ -85,7 +85,8 @@ typedef struct {
     int worldSize;              /* ranks the plan was made for */
     int rank;                   /* the loaded rank, or RS_ALL_RANKS */
     int numDomains;             /* NVLink domains */
-    int formatMajor, formatMinor; /* the plan's format version (docs/format.md): 1.0, or 1.1 with buffer groups */
+    int formatMajor, formatMinor; /* the plan's format version (docs/format.md): 1.0; 1.1 with buffer groups;
+                                   * 1.2 with a balanced shard */
     uint64_t fingerprint;       /* hash of the plan content: equal on every rank of one refit */
     uint64_t sourceFingerprint; /* hash of the layout text, -D values, options, compiler version */
 } rsPlanInfo_t;

@@ -35,7 +35,8 @@ def setUpModule():
     TMP = tempfile.mkdtemp(prefix="pytest-", dir=base)
     reshardc = os.environ.get("RESHARDC", os.path.join(ROOT, "build", "compiler", "reshardc"))
     for name, layout in (("tiny", "tests/consumer/tiny.layout"), ("mixed", "tests/python/mixed.layout"),
-                         ("colocated", "tests/python/colocated.layout"), ("experts", "tests/python/experts.layout")):
+                         ("colocated", "tests/python/colocated.layout"), ("experts", "tests/python/experts.layout"),
+                         ("balanced", "tests/golden/experts_balanced.layout")):
         out = os.path.join(TMP, name + ".plan")
         subprocess.run([reshardc, os.path.join(ROOT, layout), "-o", out], check=True, stdout=subprocess.DEVNULL)
         PLANS[name] = out
@@ -158,6 +159,25 @@ class PlanTests(unittest.TestCase):
             p.buffers()  # every rank loaded: which one?
         self.assertEqual(cm.exception.code, reshard.rsInvalidArgument)
         p.close()
+
+    def test_balanced_experts(self):
+        """vLLM's uneven expert split (format 1.2): 10 experts over 6 ranks as numpy.array_split gives them."""
+        p = reshard.Plan(PLANS["balanced"])
+        self.assertEqual(p.info.format_version, (1, 2))
+        p.close()
+        W = (np.arange(10 * 2 * 8 * 4, dtype=np.uint16) * 3 + 1).reshape(10, 2, 8, 4)   # bf16 bit patterns
+        # training: mesh [ep = 2, tp = 2] on ranks 0..4, EP rank e's experts 5e..5e+5 as group members,
+        # tp rank t rows 4t..4t+4 of dim 2; inference: view position k = dp * 3 + tp on rank [9, 5, 6, 7, 8, 4][k]
+        train = [{"experts.fc1.%d" % j: W[5 * (r // 2) + j, :, 4 * (r % 2):4 * (r % 2) + 4].copy() for j in range(5)}
+                 for r in range(4)]
+        ranks = [9, 5, 6, 7, 8, 4]
+        split = np.array_split(np.arange(10), 6)
+        want = {ranks[k]: W[split[k]] for k in range(6)}
+        infer = {r: {"experts.w13": np.zeros_like(want[r])} for r in ranks}
+        replay(PLANS["balanced"], train + [infer[r] for r in range(4, 10)], 10)
+        for r in ranks:
+            np.testing.assert_array_equal(infer[r]["experts.w13"], want[r], err_msg="rank %d" % r)
+        self.assertEqual([len(split[k]) for k in range(6)], [2, 2, 2, 2, 1, 1])
 
     def test_buffer_group_members(self):
         """A buffer group's members are listed, bound and filled one by one, each its own array, on either side."""

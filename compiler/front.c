@@ -138,34 +138,51 @@ int rs_parse_define(const char *arg, rs_define *out, char *err, size_t errlen)
         snprintf(err, errlen, "-D %s: missing =VALUE", arg);
         return -1;
     }
-    const char *v = eq + 1;
+    const char *v = eq + 1, *text = v;
+    size_t tn = strlen(text);
     int neg = 0;
     if (*v == '-' || *v == '+') neg = *v++ == '-';
     uint64_t x = 0, lim = neg ? UINT64_C(0x8000000000000000) : UINT64_C(0x7fffffffffffffff);
-    int digits = 0;
-    for (; *v; v++) {
+    int digits = 0, number = *v != 0, overflow = 0;
+    for (; *v && number; v++) {
         if (*v == '_' && digits) continue;
         if (*v < '0' || *v > '9') {
-            snprintf(err, errlen, "-D %s: the value must be a decimal integer", arg);
-            return -1;
+            number = 0;
+            break;
         }
         uint64_t d = (uint64_t)(*v - '0');
-        if (x > (lim - d) / 10) {
-            snprintf(err, errlen, "-D %s: the value does not fit in 64 bits", arg);
-            return -1;
-        }
-        x = x * 10 + d;
+        if (x > (lim - d) / 10) overflow = 1;
+        else x = x * 10 + d;
         digits++;
     }
-    if (!digits) {
-        snprintf(err, errlen, "-D %s: the value must be a decimal integer", arg);
+    number = number && digits;
+    if (number && overflow) {
+        snprintf(err, errlen, "-D %s: the value does not fit in 64 bits", arg);
         return -1;
     }
-    char *name = rs_xmalloc(n + 1);
+    if (!number) {
+        if (tn > RS_FRONT_MAX_NAME) {
+            snprintf(err, errlen, "-D %.*s: the value is neither a decimal integer nor text of at most %d bytes", (int)n,
+                     arg, RS_FRONT_MAX_NAME);
+            return -1;
+        }
+        for (size_t i = 0; i < tn; i++) {
+            unsigned char c = (unsigned char)text[i];
+            if (c < 0x20 || c == 0x7f || c == '"' || c == '{' || c == '}') {
+                snprintf(err, errlen, "-D %s: the value is neither a decimal integer nor text (text may not hold '\"', "
+                         "braces or control characters)", arg);
+                return -1;
+            }
+        }
+    }
+    char *name = rs_xmalloc(n + 1 + tn + 1);
     memcpy(name, arg, n);
     name[n] = 0;
+    memcpy(name + n + 1, text, tn + 1);
     out->name = name;
-    out->value = neg ? (int64_t)(0 - x) : (int64_t)x;
+    out->text = name + n + 1;
+    out->text_only = (uint8_t)!number;
+    out->value = !number ? 0 : neg ? (int64_t)(0 - x) : (int64_t)x;
     return 0;
 }
 
@@ -304,6 +321,9 @@ static uint64_t source_fingerprint(const rs_front *F, const rs_front_opts *o)
         unsigned char b[8];
         for (int k = 0; k < 8; k++) b[k] = (unsigned char)((uint64_t)v >> (8 * k));
         h = rs_hash64(b, sizeof b, h);
+        /* the text as written too: a text const takes "007" and "7" apart */
+        const char *t = o->defines[i].text ? o->defines[i].text : "";
+        h = rs_hash64(t, strlen(t) + 1, h);
     }
     return h;
 }

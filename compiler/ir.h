@@ -28,7 +28,9 @@ typedef struct rs_ir {
 
 typedef struct {
     const char *name;
-    int64_t value;
+    int64_t value;     /* the value, unless text_only */
+    const char *text;  /* the value as written (in the same block as name), a text const's value; NULL: value */
+    uint8_t text_only; /* the value is not a decimal integer: only a text const can take it */
 } rs_define;
 
 /* Front-end limits: each hit is a clean error at the position that caused it. */
@@ -51,8 +53,11 @@ void rs_front_opts_default(rs_front_opts *o);
 int rs_front_load(const char *path, const rs_front_opts *o, rs_ir *ir, FILE *diag);
 void rs_ir_free(rs_ir *ir);
 
-/* Parse "NAME=VALUE" (VALUE a decimal 64-bit integer, `_` separators allowed). Returns 0 with
- * out->name malloc'ed (the caller frees it), or -1 with a message in err. */
+/* Parse "NAME=VALUE". VALUE is a number when it is a decimal 64-bit integer (`_` separators allowed), and
+ * is kept as text in any case (for a text const: at most RS_FRONT_MAX_NAME bytes, no '"', braces or control
+ * characters). Returns 0 with out->name malloc'ed (the caller frees it; out->text lives in the same block),
+ * or -1 with a message in err. Whether a value that is not a number is wrong depends on the const it sets:
+ * the front end says so then. */
 int rs_parse_define(const char *arg, rs_define *out, char *err, size_t errlen);
 
 #endif

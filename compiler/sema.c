@@ -505,13 +505,20 @@ static void elab_const(sema *S, const ast_stmt *s)
         int bad = 0, text = is_text(d->value);
         const char *t = NULL;
         uint32_t tn = 0;
+        char num[24]; /* a -D made in code (no text): its number as text */
         if (S->nest == 0 && y->define >= 0 && !y->bound) {
-            v = O(S)->defines[y->define].value;
+            const rs_define *D = &O(S)->defines[y->define];
             S->define_used[y->define] = 1;
-            if (text) {
-                ERR(d->loc, "-D %s sets a number, but '%s' is text", y->name, y->name);
+            if (text) { /* the value as written, digits too */
+                if (D->text) t = D->text;
+                else snprintf(num, sizeof num, "%lld", LL(D->value)), t = num;
+                tn = (uint32_t)strlen(t);
+            } else if (D->text_only) {
+                ERR(d->loc, "-D %s=%s: '%s' is a number, and the value is not a decimal integer", y->name, D->text,
+                    y->name);
+                S->F->define_errors++; /* a command-line error (exit status 2), found here */
                 bad = 1;
-            }
+            } else v = D->value;
         } else if (text) {
             if (eval_text(S, d->value, &t, &tn)) bad = 1;
         } else if (eval(S, d->value, &v)) bad = 1;

@@ -443,7 +443,14 @@ class Layout:
                 self.run_file(os.path.join(base, self.fmt(("fmt", s[1]), scope)), scope)
             elif k == "const":
                 for n, e in s[1]:
-                    v = self.defines[n] if (n in self.defines and not scope) else self.ev(e, scope)
+                    if n in self.defines and not scope:   # -D: text for a text const, else a number
+                        try:
+                            text = isinstance(self.ev(e, scope), str)
+                        except (KeyError, ZeroDivisionError, AssertionError):
+                            text = False
+                        v = self.defines[n] if text else int(self.defines[n].replace("_", ""))
+                    else:
+                        v = self.ev(e, scope)
                     if scope:
                         scope[n] = v
                     else:
@@ -938,7 +945,7 @@ def main(argv):
             a = "-D" + next(it)
         if a.startswith("-D"):
             n, v = a[2:].split("=", 1)
-            defines[n] = int(v)
+            defines[n] = v
         elif a == "--replay-args":
             use_replay = True
         else:
@@ -952,7 +959,7 @@ def main(argv):
         for i in range(0, len(toks), 2):
             assert toks[i] == "-D"
             n, v = toks[i + 1].split("=", 1)
-            rd[n] = int(v)
+            rd[n] = v
         rd.update(defines)
         defines = rd
     lay = Layout(path, defines)

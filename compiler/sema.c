@@ -1287,8 +1287,8 @@ static void elab_piece(sema *S, const ast_stmt *st)
             p.arg = b;
         } else {
             static const char *const fns[] = {"shard", "replicate"};
-            ERR(ap->fnloc, "unknown placement '%s'; expected shard(d), shard(d, block = B), shard(d, balanced) or "
-                "replicate",
+            ERR(ap->fnloc,
+                "unknown placement '%s'; expected shard(d), shard(d, block = B), shard(d, balanced) or replicate",
                 ap->fn->name);
             suggest_list(S, ap->fnloc, ap->fn->name, ap->fn->len, fns, 2);
             bad = 1;

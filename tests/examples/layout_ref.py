@@ -912,6 +912,9 @@ def reference(C):
                     first = epr * base + min(epr, rem)
                     mine = range(first, first + base + (1 if epr < rem else 0))
                     tpm, tpr = 1, 0
+                elif mode == 3:   # expert parallel, vLLM's round-robin placement: experts r, r + EP, r + 2 EP, ...
+                    mine = range(dp * TPI + tp, E, DPI * TPI)
+                    tpm, tpr = 1, 0
                 else:
                     mine = range(E)
                     tpm, tpr = (TPI, tp) if mode == 0 else (DPI * TPI, dp * TPI + tp)

@@ -102,6 +102,7 @@ M(l_mesh_rank, P->layout.meshes[0].ranks[1] = 44)
 M(l_mesh_size, P->layout.meshes[2].size[0] = 3)
 M(l_pin, P->layout.places[2].arg = 2)
 M(l_shard_dim, P->layout.places[0].dim = 2)
+M(l_shard_block, P->layout.places[0].arg = -2) /* -1 is balanced (1.2); below it nothing */
 M(l_axis, P->layout.places[0].axis = 1)
 M(l_kind, P->layout.places[0].kind = 7)
 M(l_box, P->layout.i64[3] = 5)
@@ -125,6 +126,7 @@ static const struct {
     {"mesh size", l_mesh_size, "mesh 'all' has 4 ranks, its axes need 3"},
     {"pin outside its axis", l_pin, "pin outside its axis"},
     {"shard dim", l_shard_dim, "bad shard"},
+    {"shard block", l_shard_block, "bad shard"},
     {"placement axis", l_axis, "bad placement axis"},
     {"placement kind", l_kind, "bad placement kind"},
     {"box outside buffer", l_box, "box outside buffer 'e.dst'"},

@@ -125,6 +125,10 @@ rs_example_test(examples.qwen3-235b-h100.ep96.verify verify qwen3-235b-h100 -D E
 # vLLM's round-robin expert placement over EP96 (expert e on ep rank e % 96; one source piece per expert)
 rs_example_test(examples.qwen3-235b-h100.rr96.check check qwen3-235b-h100 -D EXPERTS=3 -D NI=96)
 rs_example_test(examples.qwen3-235b-h100.rr96.verify verify qwen3-235b-h100 -D EXPERTS=3 -D NI=96)
+# vLLM's data-parallel attention with wide expert parallelism (TP1 x DP256, EP256: every rank holds all of the
+# attention and dense weights and one expert per MoE layer)
+rs_example_test(examples.deepseek-v3-h100.wide_ep.check check deepseek-v3-h100 -D TPI=1 -D EXPERTS=2)
+rs_example_test(examples.deepseek-v3-h100.wide_ep.verify verify deepseek-v3-h100 -D TPI=1 -D EXPERTS=2)
 # Megatron's context parallelism: DeepSeek-V3 with CP2 (dense DP 8; the expert mesh does not change).
 rs_example_test(examples.deepseek-v3-h100.cp2.check check deepseek-v3-h100 -D CP=2)
 rs_example_test(examples.deepseek-v3-h100.cp2.verify verify deepseek-v3-h100 -D CP=2)
@@ -152,6 +156,8 @@ set(RS_SCALED_VARIANTS
     "qwen3-235b-h100 rr -D EXPERTS=3 -D E=144 -D F=4"
     "qwen3-235b-h100 ppi2rr -D EXPERTS=3 -D PPI=2 -D TPI=2 -D E=64 -D F=4"
     "kimi-k2-h100 rr -D EXPERTS=3 -D E=144"
+    # data-parallel attention, wide EP: TP1 x DP256, 256 experts (one per rank)
+    "deepseek-v3-h100 wide_ep -D TPI=1 -D EXPERTS=2 -D E=256 -D F=4"
     # training TP8 > 4 kv groups: each group's rows split over 2 training ranks (MODELS.md's partial groups;
     # Megatron-Core itself asserts num_query_groups % TP == 0)
     "qwen3-32b-asym-h100 nkv4 -D NKV=4"

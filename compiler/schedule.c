@@ -700,6 +700,8 @@ typedef struct {
     uint32_t win; /* the sender's window of this part's source unit */
 } chunk_env;
 
+#define FAN_ZC_PEERS 4 /* forward peers from which a contiguous chunk goes zero-copy at a quarter of pmax */
+
 static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_env *E, const int64_t *lo,
                       const int64_t *hi)
 {
@@ -738,8 +740,14 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
 
     /* zero-copy only for chunks of the largest size: a smaller fragment costs less packed into its round's
      * message (2 bytes of device-memory traffic per byte) than as a message of its own (zero-copy from the
-     * fine chunk size on left Kimi K2 at 1.06x of the bound instead of 1.04x) */
+     * fine chunk size on left Kimi K2 at 1.06x of the bound instead of 1.04x). Except a chunk that FAN_ZC_PEERS
+     * or more domain peers take, contiguous in their buffers: staged, its copies would fill those peers'
+     * staging (k receivers of a domain: a rank's network intake per round capped near half / k), so it goes
+     * zero-copy from a quarter of that size (docs/planner.md: vLLM data-parallel attention, DeepSeek-V3 TP1 x
+     * DP256, 2.47x -> 1.32x of the bound; plans with fewer peers per chunk are unchanged). */
     uint64_t zmin = c->o->zero_copy_min > c->pmax ? c->o->zero_copy_min : c->pmax;
+    if (E->nf >= FAN_ZC_PEERS && dd.ndim == 1 && c->pmax / 4 < zmin)
+        zmin = c->o->zero_copy_min > c->pmax / 4 ? c->o->zero_copy_min : c->pmax / 4;
     int direct = bytes >= zmin && (sd.ndim == 1 || dd.ndim == 1);
     int zc_src = direct && sd.ndim == 1;
     int zc_dst = direct && p->fset == 0 && dd.ndim == 1;

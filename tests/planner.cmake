@@ -41,7 +41,7 @@ endfunction()
 # buffer on the same rank. experts_balanced (format 1.2): vLLM's uneven expert split, shard(0, balanced)
 # over a mesh view. `reshardc verify` (run by each) refuses any descriptor that crosses a member.
 foreach(g row_to_column replicated_one_domain replicated_across_domains pipeline_stages experts ragged colocated
-          fused_qkv experts_grouped experts_grouped_ep colocated_grouped experts_balanced)
+          fused_qkv experts_grouped experts_grouped_ep colocated_grouped experts_balanced fanout_zero_copy)
   rs_golden_args(${CMAKE_CURRENT_SOURCE_DIR}/golden/${g}.layout args)
   rs_add_golden_dump(${g} ${CMAKE_CURRENT_SOURCE_DIR}/golden/${g}.layout ${args})
 endforeach()

@@ -162,8 +162,8 @@ int rs_parse_define(const char *arg, rs_define *out, char *err, size_t errlen)
     }
     if (!number) {
         if (tn > RS_FRONT_MAX_NAME) {
-            snprintf(err, errlen, "-D %.*s: the value is neither a decimal integer nor text of at most %d bytes", (int)n,
-                     arg, RS_FRONT_MAX_NAME);
+            snprintf(err, errlen, "-D %.*s: the value is neither a decimal integer nor text of at most %d bytes",
+                     (int)n, arg, RS_FRONT_MAX_NAME);
             return -1;
         }
         for (size_t i = 0; i < tn; i++) {

@@ -143,7 +143,8 @@ static void test_text_consts(void)
     uint64_t fp = ir.source_fp;
     rs_ir_free(&ir);
     /* -D on a text const sets its text, digits included ("007" is not "7") */
-    static const char *const defs[][2] = {{"NONE=x", "vp1.xnorm"}, {"NONE=007", "vp1.007norm"}, {"NONE=7", "vp1.7norm"}};
+    static const char *const defs[][2] = {
+        {"NONE=x", "vp1.xnorm"}, {"NONE=007", "vp1.007norm"}, {"NONE=7", "vp1.7norm"}};
     uint64_t fps[3];
     for (int k = 0; k < 3; k++) {
         rs_define d;

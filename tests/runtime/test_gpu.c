@@ -257,8 +257,9 @@ static void nccl_from_id(void)
         failures++;
         return;
     }
-    size_t n;
-    rsPlan_t plan = load_img(rts_local(1024, 515, 1, &n), n);
+    size_t n; /* two statements: the order in which a call's arguments are evaluated is unspecified */
+    uint8_t *img = rts_local(1024, 515, 1, &n);
+    rsPlan_t plan = load_img(img, n);
     int bad = 0;
     for (int graph = 0; graph < 2; graph++) { /* plain runs, then a run captured in a CUDA graph */
         ncclUniqueId gid;

@@ -135,36 +135,10 @@ rs_example_test(examples.deepseek-v3-h100.cp2.verify verify deepseek-v3-h100 -D 
 # Megatron-Bridge: no vocabulary padding on the training side.
 rs_example_test(examples.llama3-70b-h100.bridge.check check llama3-70b-h100 -D MEG_PAD=1)
 
-set(RS_SCALED_VARIANTS
-    "deepseek-v3-h100 pp8 -D PP=8 -D FIRST=4 -D LAST=1"
-    # two MTP layers (mtp.layers.0 and .1 on the last stage)
-    "deepseek-v3-h100 mtp -D MTP=2"
-    # pipelines: 2 virtual chunks per stage; 4 vLLM stages of 2, 3, 3, 2 layers (the remainder goes to the
-    # stages before the last); MLA with both (32 layers over 16 stages x 2 chunks, 2 vLLM stages, MTP)
-    "llama3-70b-h100 vpp2 -D VPP=2"
-    "qwen3-235b-h100 ppi4 -D PPI=4 -D TPI=2"
-    "qwen3-235b-h100 etp2 -D EP=8 -D ETP=2"
-    "deepseek-v3-h100 pipelines -D L=32 -D FIRST=2 -D LAST=2 -D VPP=2 -D PPI=2 -D MTP=1"
-    "qwen3-235b-h100 experts1 -D EXPERTS=1 -D E=16 -D F=128"
-    "qwen3-235b-h100 experts2 -D EXPERTS=2 -D E=128 -D F=4"
-    # uneven expert parallelism: 144 experts over EP128 (16 ranks with 2); 80 over EP64 in each of 2 vLLM
-    # stages (vLLM's EP group is the stage's dp x tp ranks); Kimi K2 (mla.layout) with 144 over EP128
-    "qwen3-235b-h100 ep128r16 -D EXPERTS=2 -D E=144 -D F=4"
-    "qwen3-235b-h100 ppi2ep -D EXPERTS=2 -D PPI=2 -D TPI=2 -D E=80 -D F=4"
-    "kimi-k2-h100 ep128r16 -D E=144"
-    # vLLM's round-robin expert placement (experts r, r + EP, ...), with and without a remainder
-    "qwen3-235b-h100 rr -D EXPERTS=3 -D E=144 -D F=4"
-    "qwen3-235b-h100 ppi2rr -D EXPERTS=3 -D PPI=2 -D TPI=2 -D E=64 -D F=4"
-    "kimi-k2-h100 rr -D EXPERTS=3 -D E=144"
-    # data-parallel attention, wide EP: TP1 x DP256, 256 experts (one per rank)
-    "deepseek-v3-h100 wide_ep -D TPI=1 -D EXPERTS=2 -D E=256 -D F=4"
-    # training TP8 > 4 kv groups: each group's rows split over 2 training ranks (MODELS.md's partial groups;
-    # Megatron-Core itself asserts num_query_groups % TP == 0)
-    "qwen3-32b-asym-h100 nkv4 -D NKV=4"
-    "llama3-70b-h100 bridge -D MEG_PAD=1"
-    # Megatron's context parallelism (rank = tp + TP * (cp + CP * (dp + DP * pp))): weights replicated over cp
-    "qwen3-32b-h100 cp2 -D CP=2"
-    "deepseek-v3-h100 cp2 -D CP=2")
+# Scaled variants (-D over the replay-args): one per line of tests/examples/variants.txt.
+set(RS_EX_VARIANTS_FILE ${CMAKE_CURRENT_SOURCE_DIR}/examples/variants.txt)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${RS_EX_VARIANTS_FILE})
+file(STRINGS ${RS_EX_VARIANTS_FILE} RS_SCALED_VARIANTS REGEX "^[^#]")
 foreach(v ${RS_SCALED_VARIANTS})
   separate_arguments(v UNIX_COMMAND "${v}")
   list(POP_FRONT v example variant)

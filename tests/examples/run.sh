@@ -6,6 +6,7 @@
 #   run.sh verify   LAYOUT [-D N=V]...         compile at full size, then reshardc verify the plan
 #   run.sh replay   LAYOUT [-D N=V]...         compile with the file's replay-args (then the extra -D), replay
 #                                              on the CPU transport, every destination element checked
+#   run.sh scaled   LAYOUT [-D N=V]...         only compile that scaled plan; its path is the last line printed
 #   run.sh ref      LAYOUT [-D N=V]...         layout_ref.py at the replay-args sizes (Megatron / vLLM emulation)
 # Environment: RESHARDC, RESHARD_REPLAY, RS_COVERAGE, PYTHON (tool paths), WORK (scratch directory),
 # RS_EX_VMEM_KB (address-space limit for the full-size compile; unset under sanitizers), RS_PEAK_RSS and
@@ -69,7 +70,7 @@ verify)
     "$RESHARDC" verify "$work/full.plan"
     ls -l "$work/full.plan"
     ;;
-replay)
+replay | scaled)
     # the file's replay-args, each overridden by a later -D of the same name (reshardc refuses a name twice)
     declare -A val=()
     order=()
@@ -89,7 +90,11 @@ replay)
     for k in "${order[@]}"; do set -- "$@" -D "$k=${val[$k]}"; done
     echo "scaled: $*"
     "$RESHARDC" "$layout" -o "$work/scaled.plan" "$@"
-    "$RESHARD_REPLAY" "$work/scaled.plan"
+    if [ "$mode" = scaled ]; then
+        echo "$work/scaled.plan"
+    else
+        "$RESHARD_REPLAY" "$work/scaled.plan"
+    fi
     ;;
 ref)
     "${PYTHON:-python3}" "$(dirname "$0")/layout_ref.py" "$layout" --replay-args "$@"

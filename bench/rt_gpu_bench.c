@@ -1,5 +1,6 @@
 /* rt_gpu_bench.c - the GPU table: (1) pack/unpack kernel bandwidth against cudaMemcpyAsync device-to-device
- * of the same bytes, for fragments of 256 bytes (a head's row of bf16) to 4 MiB; (2) host time per rsExecRun call per step on the NCCL
+ * of the same bytes, for fragments of 256 bytes (a head's row of bf16) to 4 MiB, with the kernel's variants
+ * (loads in flight per thread, long-segment threshold); (2) host time per rsExecRun call per step on the NCCL
  * transport over the visible GPUs; (3) a whole replay captured in a CUDA graph against plain runs; (4) CUDA
  * single-process replays of plan files given as arguments (scaled examples), checked element by element.
  * Exits 77 without a GPU. Run through bench/gpu.sh. */
@@ -45,22 +46,17 @@ static double now(void)
 
 /* ---------------------------------------------------------------- (1) kernels */
 
-/* One job: n fragments of f bytes, source rows `sstride` apart, destination rows `dstride` apart. */
+/* The job the runtime builds (rs_kjob_build, 64 KiB tiles as for any copy of 256 KiB or more on an H200) for n
+ * fragments of f bytes, source fragments `sstride` bytes apart, destination ones `dstride` apart. */
 static rs_kjob frag_job(const char *src, char *dst, uint64_t n, uint64_t f, uint64_t sstride, uint64_t dstride,
                         uint64_t *ntiles)
 {
+    uint64_t sc[2] = {n, f}, ss[2] = {sstride, 1}, dc[2] = {n, f}, ds[2] = {dstride, 1};
+    uint32_t snd = 2, dnd = 2; /* canonical shapes: a contiguous side is one run of n * f bytes */
+    if (sstride == f) snd = 1, sc[0] = n * f, ss[0] = 1;
+    if (dstride == f) dnd = 1, dc[0] = n * f, ds[0] = 1;
     rs_kjob j;
-    memset(&j, 0, sizeof j);
-    j.src = src, j.dst = dst;
-    j.vlog = 4;
-    j.snd = j.dnd = 2;
-    j.scount[0] = n, j.sstride[0] = sstride, j.scount[1] = 1, j.sstride[1] = f;
-    j.dcount[0] = n, j.dstride[0] = dstride, j.dcount[1] = 1, j.dstride[1] = f;
-    j.nvec = n * f / 16;
-    j.vps = f / 16;
-    j.tile_vecs = 65536 / 16;
-    j.tile_begin = 0;
-    *ntiles = (j.nvec + j.tile_vecs - 1) / j.tile_vecs;
+    *ntiles = rs_kjob_build(&j, src, snd, sc, ss, dst, dnd, dc, ds, n * f, 65536, 0);
     return j;
 }
 
@@ -86,12 +82,34 @@ typedef struct {
     uint64_t ntiles;
     char *src, *dst;
     uint64_t bytes, n, f;
+    int inflight, long_segment; /* 0: the runtime's kernel; else rs_cuda_copy_launch_variant's */
 } kargs;
 
 static void run_kernel(void *p)
 {
     kargs *k = p;
-    CK((cudaError_t)rs_cuda_copy_launch(k->djob, 1, k->ntiles, k->s));
+    if (k->inflight)
+        CK((cudaError_t)rs_cuda_copy_launch_variant(k->djob, 1, k->ntiles, k->s, k->inflight, k->long_segment));
+    else
+        CK((cudaError_t)rs_cuda_copy_launch(k->djob, 1, k->ntiles, k->s));
+}
+
+/* GB/s of the kernel (variant inflight / long_segment, 0 for the runtime's) on job q */
+static double kernel_gbs(kargs *k, cudaEvent_t e0, cudaEvent_t e1, const rs_kjob *q, uint64_t ntiles, int inflight,
+                         int long_segment)
+{
+    CK(cudaMemcpy(k->djob, q, sizeof *q, cudaMemcpyHostToDevice));
+    k->ntiles = ntiles, k->inflight = inflight, k->long_segment = long_segment;
+    double gbs = (double)k->bytes / (time_ms(k->s, e0, e1, run_kernel, k) * 1e-3) / 1e9;
+    k->inflight = 0;
+    return gbs;
+}
+
+static const char *size_text(char *buf, size_t len, uint64_t f)
+{
+    if (f >= 1024) snprintf(buf, len, "%llu KiB", (unsigned long long)(f >> 10));
+    else snprintf(buf, len, "%llu B", (unsigned long long)f);
+    return buf;
 }
 static void run_memcpy(void *p)
 {
@@ -119,29 +137,44 @@ static void kernels_table(void)
     CK(cudaEventCreate(&e1));
     rs_kjob *dj;
     CK(cudaMalloc((void **)&dj, sizeof(rs_kjob)));
-    kargs k = {s, dj, 0, a, b, total, 0, 0};
+    kargs k = {s, dj, 0, a, b, total, 0, 0, 0, 0};
     float ref = time_ms(s, e0, e1, run_memcpy, &k);
     printf("\n(1) pack/unpack kernel vs cudaMemcpyAsync D2D, %llu MiB per copy (GB/s = bytes copied / s)\n",
            (unsigned long long)(total >> 20));
     printf("    cudaMemcpyAsync, one contiguous copy: %.1f GB/s\n", total / (ref * 1e-3) / 1e9);
-    printf("    %10s %10s %12s %12s %16s %8s\n", "fragment", "count", "pack GB/s", "unpack GB/s", "memcpy/frag GB/s",
-           "pack/ref");
-    for (uint64_t f = 256; f <= (4u << 20); f <<= 2) {
-        uint64_t n = total / f, nt;
-        rs_kjob pack = frag_job(a, b, n, f, 2 * f, f, &nt);
-        CK(cudaMemcpy(dj, &pack, sizeof pack, cudaMemcpyHostToDevice));
-        k.ntiles = nt, k.n = n, k.f = f;
-        float tp = time_ms(s, e0, e1, run_kernel, &k);
-        rs_kjob unpack = frag_job(b, a, n, f, f, 2 * f, &nt);
-        CK(cudaMemcpy(dj, &unpack, sizeof unpack, cudaMemcpyHostToDevice));
-        float tu = time_ms(s, e0, e1, run_kernel, &k);
+    printf("    fragments f bytes, 2f apart on the strided side; the runtime's kernel (%d loads in flight per thread,\n"
+           "    segments of %d+ vectors walked by a block), then the pack with other (in flight, long segment):\n",
+           RS_KJOB_INFLIGHT, RS_KJOB_LONG_SEGMENT);
+    printf("    %9s %8s %10s %10s %10s %8s %10s %10s %10s %10s\n", "fragment", "count", "pack GB/s", "unpack",
+           "memcpy/f", "pack/ref", "(1, 64)", "(1, 1024)", "(2, 1024)", "(4, 1024)");
+    static const int var[4][2] = {{1, 64}, {1, 1024}, {2, 1024}, {4, 1024}};
+    for (uint64_t f = 256; f <= (4u << 20); f <<= 1) {
+        uint64_t n = total / f, nt, ntu;
+        rs_kjob pack = frag_job(a, b, n, f, 2 * f, f, &nt), unpack = frag_job(b, a, n, f, f, 2 * f, &ntu);
+        k.n = n, k.f = f;
+        double gp = kernel_gbs(&k, e0, e1, &pack, nt, 0, 0), gu = kernel_gbs(&k, e0, e1, &unpack, ntu, 0, 0);
         char each[32] = "-"; /* one cudaMemcpyAsync per fragment: only where that is not a million calls */
-        if (n <= 16384) snprintf(each, sizeof each, "%.1f", total / (time_ms(s, e0, e1, run_memcpy_each, &k) * 1e-3) / 1e9);
+        if (n <= 16384)
+            snprintf(each, sizeof each, "%.1f", total / (time_ms(s, e0, e1, run_memcpy_each, &k) * 1e-3) / 1e9);
         char fs[16];
-        if (f >= 1024) snprintf(fs, sizeof fs, "%llu KiB", (unsigned long long)(f >> 10));
-        else snprintf(fs, sizeof fs, "%llu B", (unsigned long long)f);
-        printf("    %10s %10llu %12.1f %12.1f %16s %7.2fx\n", fs, (unsigned long long)n, total / (tp * 1e-3) / 1e9,
-               total / (tu * 1e-3) / 1e9, each, ref / tp);
+        printf("    %9s %8llu %10.1f %10.1f %10s %7.2fx", size_text(fs, sizeof fs, f), (unsigned long long)n, gp, gu,
+               each, gp / (total / (ref * 1e-3) / 1e9));
+        for (int i = 0; i < 4; i++) printf(" %10.1f", kernel_gbs(&k, e0, e1, &pack, nt, var[i][0], var[i][1]));
+        printf("\n");
+    }
+    /* a source grid of 64 x (n / 64) fragments (two segment dims: the kernel's mixed-radix offsets divide) */
+    printf("    the pack from a 64 x (n / 64) grid of fragments (rows 2 * (n / 64) * f apart), same columns:\n");
+    for (uint64_t f = 256; f <= (64u << 10); f <<= 2) {
+        uint64_t n = total / f, cols = n / 64, nt;
+        uint64_t sc[3] = {64, cols, f}, ss[3] = {2 * cols * f, 2 * f, 1}, dc[1] = {total}, ds[1] = {1};
+        rs_kjob q;
+        nt = rs_kjob_build(&q, a, 3, sc, ss, b, 1, dc, ds, total, 65536, 0);
+        double gp = kernel_gbs(&k, e0, e1, &q, nt, 0, 0);
+        char fs[16];
+        printf("    %9s %8llu %10.1f %10s %10s %7.2fx", size_text(fs, sizeof fs, f), (unsigned long long)n, gp, "", "",
+               gp / (total / (ref * 1e-3) / 1e9));
+        for (int i = 0; i < 4; i++) printf(" %10.1f", kernel_gbs(&k, e0, e1, &q, nt, var[i][0], var[i][1]));
+        printf("\n");
     }
     cudaFree(dj);
     cudaFree(a);
@@ -250,13 +283,15 @@ static void nccl_table(int ndev)
     }
     for (int r = 0; r < ndev; r++) pthread_join(th[r], NULL);
     printf("\n(2) host time per rsExecRun call per step, NCCL transport, %d GPU(s), plan: %s\n", ndev,
-           ndev == 1 ? "64 steps of local copy kernels (one GPU: no peers)" : "transposed bf16 8192x4096, 16 steps per lane");
+           ndev == 1 ? "64 steps of local copy kernels (one GPU: no peers)"
+                     : "transposed bf16 8192x4096, 16 steps per lane");
     printf("(3) the same replay captured once in a CUDA graph\n");
     printf("    %4s %6s %14s %12s %12s %16s %12s\n", "rank", "steps", "host us/run", "us/step", "run ms",
            "graph launch us", "graph ms");
     for (int r = 0; r < ndev; r++)
         printf("    %4d %6d %14.1f %12.2f %12.3f %16.1f %12.3f\n", r, a[r].nsteps, a[r].host_us_per_run,
-               a[r].nsteps ? a[r].host_us_per_run / a[r].nsteps : 0.0, a[r].run_ms, a[r].graph_launch_us, a[r].graph_ms);
+               a[r].nsteps ? a[r].host_us_per_run / a[r].nsteps : 0.0, a[r].run_ms, a[r].graph_launch_us,
+               a[r].graph_ms);
     for (int r = 0; r < ndev; r++) ncclCommDestroy(comms[r]);
     rsPlanDestroy(plan);
 }
@@ -306,7 +341,8 @@ int main(int argc, char **argv)
 #ifdef RESHARD_HAVE_NCCL
     nccl_table(ndev);
 #endif
-    if (argc > 1) printf("\n(4) CUDA single-process replays (every rank in this process), checked element by element\n");
+    if (argc > 1)
+        printf("\n(4) CUDA single-process replays (every rank in this process), checked element by element\n");
     rs_replay_mem mem = {d_alloc, d_up, d_down, d_free, NULL};
     int bad = 0;
     for (int i = 1; i < argc; i++) {

@@ -9,11 +9,13 @@ static_assert(sizeof(rs_kjob) % 8 == 0, "rs_kjob is copied to shared memory in 8
 #define RS_THREADS RS_KJOB_THREADS
 #define seg_off rs_kjob_seg_off
 
-template <typename T> __device__ __forceinline__ void tile_copy(const rs_kjob &j, uint64_t v0, uint64_t v1)
+// INFLIGHT and LONG are INFLIGHT and RS_KJOB_LONG_SEGMENT, except in the benchmark's variants.
+template <typename T, int INFLIGHT, int LONG>
+__device__ __forceinline__ void tile_copy(const rs_kjob &j, uint64_t v0, uint64_t v1)
 {
     const uint64_t vps = j.vps;
     const uint32_t bd = blockDim.x, tid = threadIdx.x;
-    if (vps >= RS_KJOB_LONG_SEGMENT) {
+    if (vps >= LONG) {
         // Long segments: the block walks them one by one, threads striding inside, 4 loads in flight.
         uint64_t k = v0 / vps, w = v0 - k * vps, v = v0;
         while (v < v1) {
@@ -35,16 +37,33 @@ template <typename T> __device__ __forceinline__ void tile_copy(const rs_kjob &j
             w = 0;
         }
     } else {
-        // Short segments: each thread locates its own vector.
-        for (uint64_t v = v0 + tid; v < v1; v += bd) {
-            uint64_t k = v / vps, w = v - k * vps;
-            const T *s = (const T *)(j.src + seg_off(j.scount, j.sstride, j.snd, k)) + w;
-            T *d = (T *)(j.dst + seg_off(j.dcount, j.dstride, j.dnd, k)) + w;
-            *d = *s;
+        // Short segments: each thread takes vectors tid, tid + bd, ... of the tile, INFLIGHT loads in flight.
+        // Its segment k and offset w advance by (bd / vps, bd % vps) per vector: two divisions per thread,
+        // not one per vector.
+        const uint64_t qb = bd / vps, rb = bd - qb * vps;
+        uint64_t v = v0 + tid, k = v / vps, w = v - k * vps;
+        while (v < v1) {
+            T *d[INFLIGHT];
+            T x[INFLIGHT];
+            int m = 0;
+#pragma unroll
+            for (int i = 0; i < INFLIGHT; i++) {
+                if (v < v1) { // the load is issued here; its value is first used by the stores below
+                    x[i] = *((const T *)(j.src + seg_off(j.scount, j.sstride, j.snd, k)) + w);
+                    d[i] = (T *)(j.dst + seg_off(j.dcount, j.dstride, j.dnd, k)) + w;
+                    m = i + 1;
+                    v += bd, k += qb, w += rb;
+                    if (w >= vps) w -= vps, k++;
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < INFLIGHT; i++)
+                if (i < m) *d[i] = x[i];
         }
     }
 }
 
+template <int INFLIGHT, int LONG>
 __global__ void __launch_bounds__(RS_THREADS) rs_copy_kernel(const rs_kjob *__restrict__ jobs, uint32_t njobs)
 {
     __shared__ rs_kjob sj;
@@ -67,18 +86,33 @@ __global__ void __launch_bounds__(RS_THREADS) rs_copy_kernel(const rs_kjob *__re
     uint64_t v0 = (t - sj.tile_begin) * sj.tile_vecs, v1 = v0 + sj.tile_vecs;
     if (v1 > sj.nvec) v1 = sj.nvec;
     switch (sj.vlog) {
-    case 4: tile_copy<uint4>(sj, v0, v1); break;
-    case 3: tile_copy<uint2>(sj, v0, v1); break;
-    case 2: tile_copy<unsigned int>(sj, v0, v1); break;
-    case 1: tile_copy<unsigned short>(sj, v0, v1); break;
-    default: tile_copy<unsigned char>(sj, v0, v1); break;
+    case 4: tile_copy<uint4, INFLIGHT, LONG>(sj, v0, v1); break;
+    case 3: tile_copy<uint2, INFLIGHT, LONG>(sj, v0, v1); break;
+    case 2: tile_copy<unsigned int, INFLIGHT, LONG>(sj, v0, v1); break;
+    case 1: tile_copy<unsigned short, INFLIGHT, LONG>(sj, v0, v1); break;
+    default: tile_copy<unsigned char, INFLIGHT, LONG>(sj, v0, v1); break;
     }
+}
+
+template <int INFLIGHT, int LONG> static int launch(const rs_kjob *jobs, uint32_t njobs, uint64_t ntiles, void *stream)
+{
+    if (!njobs || !ntiles) return 0;
+    if (ntiles > 0x7fffffffull) return (int)cudaErrorInvalidConfiguration;
+    rs_copy_kernel<INFLIGHT, LONG><<<(unsigned)ntiles, RS_THREADS, 0, (cudaStream_t)stream>>>(jobs, njobs);
+    return (int)cudaGetLastError();
 }
 
 extern "C" int rs_cuda_copy_launch(const rs_kjob *jobs, uint32_t njobs, uint64_t ntiles, void *stream)
 {
-    if (!njobs || !ntiles) return 0;
-    if (ntiles > 0x7fffffffull) return (int)cudaErrorInvalidConfiguration;
-    rs_copy_kernel<<<(unsigned)ntiles, RS_THREADS, 0, (cudaStream_t)stream>>>(jobs, njobs);
-    return (int)cudaGetLastError();
+    return launch<RS_KJOB_INFLIGHT, RS_KJOB_LONG_SEGMENT>(jobs, njobs, ntiles, stream);
+}
+
+extern "C" int rs_cuda_copy_launch_variant(const rs_kjob *jobs, uint32_t njobs, uint64_t ntiles, void *stream,
+                                           int inflight, int long_segment)
+{
+    if (inflight == 1 && long_segment == 64) return launch<1, 64>(jobs, njobs, ntiles, stream);
+    if (inflight == 1 && long_segment == 1024) return launch<1, 1024>(jobs, njobs, ntiles, stream);
+    if (inflight == 2 && long_segment == 1024) return launch<2, 1024>(jobs, njobs, ntiles, stream);
+    if (inflight == 4 && long_segment == 1024) return launch<4, 1024>(jobs, njobs, ntiles, stream);
+    return (int)cudaErrorInvalidValue;
 }

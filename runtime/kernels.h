@@ -48,13 +48,21 @@ RS_HD uint64_t rs_kjob_seg_off(const uint64_t *cnt, const uint64_t *str, uint32_
     return off + k * str[0];
 }
 
-/* Segments of at least this many vectors are walked by a whole block; shorter ones one vector per thread. */
-#define RS_KJOB_LONG_SEGMENT 64
+/* Segments of at least this many vectors are walked by a whole block, each thread with 4 loads in flight;
+ * shorter ones are spread over the threads vector by vector, RS_KJOB_INFLIGHT loads in flight per thread. A
+ * shorter segment would leave threads of the block idle (a 64-vector segment: 3 of 4), and the block's
+ * 4-load loop runs only from 4 * RS_KJOB_THREADS vectors. */
 #define RS_KJOB_THREADS 256
+#define RS_KJOB_LONG_SEGMENT (4 * RS_KJOB_THREADS)
+#define RS_KJOB_INFLIGHT 4
 
 /* Launch the batch jobs[0..njobs) (device memory) covering ntiles tiles on `stream` (a cudaStream_t).
  * Returns a cudaError_t value (0 on success). */
 int rs_cuda_copy_launch(const rs_kjob *jobs, uint32_t njobs, uint64_t ntiles, void *stream);
+/* The same with other INFLIGHT / LONG_SEGMENT values, for the benchmark's comparison: (1, 64), the kernel before
+ * 2026-11-30 but for its index math, and (1 | 2 | 4, 1024). Others: cudaErrorInvalidValue. */
+int rs_cuda_copy_launch_variant(const rs_kjob *jobs, uint32_t njobs, uint64_t ntiles, void *stream, int inflight,
+                                int long_segment);
 
 /* ---- host side, no CUDA needed (kjob.c): building jobs, and an exact emulation of a launch ---- */
 /* Tile size in bytes for a batch of `bytes` on a device with nsm multiprocessors (4 KiB .. 64 KiB). */

@@ -750,10 +750,9 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
         zmin = c->o->zero_copy_min > c->pmax / 4 ? c->o->zero_copy_min : c->pmax / 4;
     int direct = bytes >= zmin && (sd.ndim == 1 || dd.ndim == 1);
     int zc_src = direct && sd.ndim == 1;
-    int zc_dst = direct && p->fset == 0 && dd.ndim == 1;
+    int zc_dst = direct && dd.ndim == 1; /* a forwarder too: it sends its peers' copies from its buffer */
     int zc_f = direct && dd.ndim == 1;
-    uint64_t cs_ = zc_src ? 0 : bytes + ALIGN, cr = (p->fset || !zc_dst) ? bytes + ALIGN : 0,
-             cf = zc_f ? 0 : bytes + ALIGN;
+    uint64_t cs_ = zc_src ? 0 : bytes + ALIGN, cr = zc_dst ? 0 : bytes + ALIGN, cf = zc_f ? 0 : bytes + ALIGN;
     for (;; k++) {
         if (usage_at(c, p->s, k) + cs_ > c->half) continue;
         if (cr && usage_at(c, p->r, k) + cr > c->half) continue;
@@ -1944,7 +1943,7 @@ static uint64_t layout_step(pl_ctx *c, pl_stepb *b, uint64_t at)
             continue;
         }
         pl_seg *g = &c->segs.v[it >> 1];
-        if ((g->zc_dst && !g->ninst) || g->rbase != UINT64_MAX || !g->bytes) continue;
+        if (g->zc_dst || g->rbase != UINT64_MAX || !g->bytes) continue;
         g->rbase = at;
         at = align_up(at + g->bytes);
     }
@@ -1970,7 +1969,8 @@ static void step_msgs(pl_ctx *c, const pl_stepb *b, const pl_stepb *fwd_from, ms
             const pl_seg *g = &c->segs.v[it >> 1];
             for (uint32_t q = 0; q < g->ninst; q++) {
                 const pl_inst *in = &c->insts.v[g->inst + q];
-                msg m = {in->f, 0, in->seg, RS_LOC_STAGING, g->rbase, g->bytes, g->tensor};
+                msg m = {in->f, 0, in->seg, g->zc_dst ? g->dst_loc : RS_LOC_STAGING, g->zc_dst ? g->dst_off : g->rbase,
+                         g->bytes, g->tensor};
                 rs_vec_push(snd, m);
             }
         }
@@ -1986,9 +1986,8 @@ static void step_msgs(pl_ctx *c, const pl_stepb *b, const pl_stepb *fwd_from, ms
             continue;
         }
         const pl_seg *g = &c->segs.v[it >> 1];
-        int zc = g->zc_dst && !g->ninst;
-        msg m = {g->s, 0, (uint32_t)(it >> 1), zc ? g->dst_loc : RS_LOC_STAGING, zc ? g->dst_off : g->rbase, g->bytes,
-                 g->tensor};
+        msg m = {g->s, 0, (uint32_t)(it >> 1), g->zc_dst ? g->dst_loc : RS_LOC_STAGING,
+                 g->zc_dst ? g->dst_off : g->rbase, g->bytes, g->tensor};
         rs_vec_push(rcv, m);
     }
     msgs_sort(snd);

@@ -771,6 +771,7 @@ static uint64_t shape_span(const rs_shape *s)
  * sizes and misalignments. */
 static int t_kjob_random(void)
 {
+    int paths[2] = {0, 0}; /* jobs that took the short-segment / long-segment path */
     for (int it = 0; it < 400; it++) {
         uint64_t es = 1ull << rnd(4), total = es * (1 + rnd(2000));
         if (it % 7 == 0) total = es * 4096 * (1 + rnd(4)); /* long segments: the block-walk path */
@@ -786,6 +787,7 @@ static int t_kjob_random(void)
         uint64_t nt = rs_kjob_build(&j, src + oa, a.ndim, a.count, a.stride, d2 + ob, b.ndim, b.count, b.stride,
                                     total, tile, 0);
         rs_kjob_emulate(&j, 1, nt, 1 + (uint32_t)rnd(300));
+        paths[j.vps >= RS_KJOB_LONG_SEGMENT]++;
         if (memcmp(d1, d2, sb + ob + 16)) {
             fprintf(stderr, "kjob mismatch at iteration %d (%llu bytes, vlog %u)\n", it, (unsigned long long)total, j.vlog);
             return 1;
@@ -794,6 +796,8 @@ static int t_kjob_random(void)
         free(d1);
         free(d2);
     }
+    printf("kjob_random: %d jobs on the short-segment path, %d on the long-segment path\n", paths[0], paths[1]);
+    RT_CHECK(paths[0] > 0 && paths[1] > 0);
     /* A batch of several jobs in one launch: tiles are found by the kernel's binary search. */
     char *src = malloc(1 << 16), *d1 = calloc(1, 1 << 16), *d2 = calloc(1, 1 << 16);
     for (int i = 0; i < 1 << 16; i++) src[i] = (char)rnd(256);

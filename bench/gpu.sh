@@ -1,8 +1,9 @@
 #!/bin/sh
 # gpu.sh - the GPU check in one script: build with CUDA and NCCL (Release), run the GPU tests (ctest -L gpu:
 # CUDA single-process and NCCL replays checked element by element, CUDA graph), then print the GPU table:
-# pack/unpack kernel bandwidth vs cudaMemcpyAsync D2D (fragments >= 64 KiB), host time per run call per step,
-# a whole replay captured in a CUDA graph, and CUDA single-process replays of the scaled example plans.
+# pack/unpack kernel bandwidth vs cudaMemcpyAsync D2D (fragments from 256 bytes), host time per run call per
+# step, a whole replay captured in a CUDA graph, and CUDA single-process replays of the scaled example plans, their
+# variants and the golden layouts (bench/gpu_kit.sh plans).
 #
 #     bench/gpu.sh [BUILD_DIR]            (default: build-gpu next to this repository's sources)
 #
@@ -21,15 +22,10 @@ cmake --build "$build" -j "$jobs" --target reshard test_gpu bench_runtime_gpu re
     { echo "gpu.sh: build failed (is the CUDA toolkit installed? see $log)"; exit 1; }
 cmake --build "$build" -j "$jobs" --target reshardc >/dev/null 2>&1 || echo "gpu.sh: reshardc did not build: no example plans"
 
-# Scaled-down example plans (the -D values of each layout's `# replay-args:` line).
+# The plans to replay: every example scaled down, every variant of tests/examples/variants.txt, every golden layout.
 plans=""
-if [ -x "$build/compiler/reshardc" ]; then
-    for l in "$root"/examples/*.layout; do
-        args=$(sed -n 's/^# *replay-args://p' "$l" | head -n 1)
-        out="$build/gpu-$(basename "$l" .layout).plan"
-        # shellcheck disable=SC2086 # args are words by design
-        if "$build/compiler/reshardc" "$l" $args -o "$out" >/dev/null 2>&1; then plans="$plans $out"; fi
-    done
+if [ -x "$build/compiler/reshardc" ] && "$root/bench/gpu_kit.sh" plans "$build/compiler/reshardc" "$build/gpu-plans"; then
+    plans=$(echo "$build"/gpu-plans/*.plan)
 fi
 
 echo "== GPU tests (ctest -L gpu)"

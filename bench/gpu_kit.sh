@@ -11,6 +11,7 @@
 #
 #     bench/gpu_kit.sh pack [BUILD_DIR] [KIT]      (defaults: build-gpu, build-kit: ignored by git)
 #     build-kit/gpu_kit.sh run                     (on the GPU machine, from the repository root)
+#     bench/gpu_kit.sh plans RESHARDC DIR          (only the plans; bench/gpu.sh uses it)
 set -u -o pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 case "${1:-}" in
@@ -23,15 +24,26 @@ pack)
     cp "$build/tests/test_gpu" "$build/bench/bench_runtime_gpu" "$build/compiler/reshardc" "$kit/bin/" || exit 1
     for n in libreshard.so libreshard.so.0; do cp -L "$build/runtime/libreshard.so" "$kit/lib/$n" || exit 1; done
     cp "$0" "$kit/gpu_kit.sh"
-    export RESHARDC=$build/compiler/reshardc WORK=$kit/work
-    scaled() { # scaled NAME LAYOUT [-D N=V]...: the plan run.sh's replay test compiles, as KIT/plans/NAME.plan
+    "$0" plans "$build/compiler/reshardc" "$kit/plans" || exit 1
+    "$build/compiler/reshardc" "$root/examples/qwen3-32b-h100.layout" -D L=1 -D V=16000 -o "$kit/full-width.bin" \
+        --quiet || exit 1
+    echo "gpu_kit.sh: $kit ready ($(du -sh "$kit" | cut -f1), $(ls "$kit/plans" | wc -l) plans);" \
+        "on the GPU machine: $(basename "$kit")/gpu_kit.sh run"
+    ;;
+plans)
+    # the plans both scripts replay on a GPU: every example at its replay-args, every variant, every golden layout
+    [ $# -eq 3 ] || { echo "usage: bench/gpu_kit.sh plans RESHARDC DIR" >&2; exit 2; }
+    dir=$3
+    mkdir -p "$dir" || exit 1
+    export RESHARDC=$2 WORK=$dir/work
+    scaled() { # scaled NAME LAYOUT [-D N=V]...: the plan run.sh's replay test compiles, as DIR/NAME.plan
         local name=$1 plan
         shift
         if ! plan=$(bash "$root/tests/examples/run.sh" scaled "$@" | tail -n 1) || [ ! -f "$plan" ]; then
             echo "gpu_kit.sh: $name did not compile"
             return 1
         fi
-        mv "$plan" "$kit/plans/$name.plan"
+        mv "$plan" "$dir/$name.plan"
     }
     for l in "$root"/examples/*.layout; do scaled "$(basename "$l" .layout)" "$l" || exit 1; done
     while read -r ex variant args; do
@@ -40,13 +52,10 @@ pack)
         scaled "$ex.$variant" "$root/examples/$ex.layout" $args || exit 1
     done <"$root/tests/examples/variants.txt"
     for l in "$root"/tests/golden/*.layout; do
-        "$RESHARDC" "$l" -o "$kit/plans/golden.$(basename "$l" .layout).plan" --quiet 2>/dev/null ||
+        "$RESHARDC" "$l" -o "$dir/golden.$(basename "$l" .layout).plan" --quiet 2>/dev/null ||
             echo "gpu_kit.sh: tests/golden/$(basename "$l") is not a plan on its own: skipped"
     done
-    "$RESHARDC" "$root/examples/qwen3-32b-h100.layout" -D L=1 -D V=16000 -o "$kit/full-width.bin" --quiet || exit 1
     rm -rf "$WORK"
-    echo "gpu_kit.sh: $kit ready ($(du -sh "$kit" | cut -f1), $(ls "$kit/plans" | wc -l) plans);" \
-        "on the GPU machine: $(basename "$kit")/gpu_kit.sh run"
     ;;
 run)
     kit=$(cd "$(dirname "$0")" && pwd)
@@ -93,7 +102,7 @@ run)
     sec "done"
     ;;
 *)
-    echo "usage: bench/gpu_kit.sh pack [BUILD_DIR] [KIT] | KIT/gpu_kit.sh run" >&2
+    echo "usage: bench/gpu_kit.sh pack [BUILD_DIR] [KIT] | KIT/gpu_kit.sh run | bench/gpu_kit.sh plans RESHARDC DIR" >&2
     exit 2
     ;;
 esac

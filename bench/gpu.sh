@@ -24,7 +24,8 @@ cmake --build "$build" -j "$jobs" --target reshardc >/dev/null 2>&1 || echo "gpu
 
 # The plans to replay: every example scaled down, every variant of tests/examples/variants.txt, every golden layout.
 plans=""
-if [ -x "$build/compiler/reshardc" ] && "$root/bench/gpu_kit.sh" plans "$build/compiler/reshardc" "$build/gpu-plans"; then
+if [ -x "$build/compiler/reshardc" ] &&
+    "$root/bench/gpu_kit.sh" plans "$build/compiler/reshardc" "$build/gpu-plans"; then
     plans=$(echo "$build"/gpu-plans/*.plan)
 fi
 

@@ -9,7 +9,7 @@ static_assert(sizeof(rs_kjob) % 8 == 0, "rs_kjob is copied to shared memory in 8
 #define RS_THREADS RS_KJOB_THREADS
 #define seg_off rs_kjob_seg_off
 
-// INFLIGHT and LONG are INFLIGHT and RS_KJOB_LONG_SEGMENT, except in the benchmark's variants.
+// INFLIGHT and LONG are RS_KJOB_INFLIGHT and RS_KJOB_LONG_SEGMENT, except in the benchmark's variants.
 template <typename T, int INFLIGHT, int LONG>
 __device__ __forceinline__ void tile_copy(const rs_kjob &j, uint64_t v0, uint64_t v1)
 {

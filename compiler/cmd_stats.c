@@ -120,6 +120,11 @@ static void print_json(const rs_plan *P, const rs_cost_report *r)
     printf("  \"holder_bound_no_relay_s\": %.12g,\n", b->holder_norelay_s);
     if (b->holder_rank == RS_NONE) printf("  \"holder_rank\": null,\n");
     else printf("  \"holder_rank\": %u,\n", b->holder_rank);
+    printf("  \"holder_group_bound_no_relay_s\": %.12g,\n", b->group_norelay_s);
+    if (b->group_first == RS_NONE) printf("  \"holder_group_first_rank\": null,\n");
+    else printf("  \"holder_group_first_rank\": %u,\n", b->group_first);
+    printf("  \"holder_group_ranks\": %u,\n  \"holder_group_bytes\": %llu,\n", b->group_nranks,
+           (unsigned long long)b->group_bytes);
     if (b->dst_domain == RS_NONE) printf("  \"bound_domain\": null,\n");
     else printf("  \"bound_domain\": %u,\n", b->dst_domain);
     printf("  \"bound_domain_bytes\": %llu,\n  \"bound_domain_gpus\": %u,\n", (unsigned long long)b->dst_domain_bytes,
@@ -192,6 +197,13 @@ static void print_text(const rs_plan *P, const rs_cost_report *r)
             printf("                 %-10s  without relays (each byte leaves the sources once per domain needing it)\n",
                    hsec(x, sizeof x, b->bound_norelay_s));
     }
+    if (b->group_first != RS_NONE && b->group_norelay_s > b->bound_s * (1 + 1e-9) &&
+        b->group_norelay_s > b->bound_norelay_s * (1 + 1e-9))
+        printf("                 %-10s  without relays: %u ranks (lowest: %u) alone hold bytes other domains need, %s "
+               "per NIC (modeled: %.2fx of it)\n",
+               hsec(x, sizeof x, b->group_norelay_s), b->group_nranks, b->group_first,
+               hbytes(y, sizeof y, (double)b->group_bytes / b->group_nranks),
+               ratio(r->plan.time_s, b->group_norelay_s));
     printf("  modeled        %-10s  %.2fx the bound  [modeled%s]\n", hsec(x, sizeof x, r->plan.time_s),
            ratio(r->plan.time_s, b->bound_s), p->merge_net_steps ? ", NET steps merged per rank: a diagnostic" : "");
     printf("  busiest link   %s of rank %u: busy %s (%.0f%% of the modeled time)\n",

@@ -524,6 +524,19 @@ static double src_overlap_factor(tinfo *ti)
     return u < sum ? u / sum : 1;
 }
 
+typedef struct {
+    uint64_t key, bytes;
+    uint32_t first, n;
+} hset;
+
+static int cmp_hset(const void *x, const void *y)
+{
+    const hset *a = x, *b = y;
+    if (a->key != b->key) return a->key < b->key ? -1 : 1;
+    if (a->n != b->n) return a->n < b->n ? -1 : 1;
+    return a->first < b->first ? -1 : a->first > b->first;
+}
+
 int rs_cost_lower_bound(const rs_layout *L, const rs_cost_params *p, rs_cost_bound *out, char *err,
                         size_t errlen)
 {
@@ -543,6 +556,10 @@ int rs_cost_lower_bound(const rs_layout *L, const rs_cost_params *p, rs_cost_bou
     uint64_t *held_only = rs_xcalloc(world + 1, sizeof *held_only);
     uint8_t *dom_disjoint = rs_xcalloc(ndom + 1, 1);
     u32_vec mult = {0};
+    /* bytes only a set of several ranks holds (one entry per source block, merged by rank set below), and the
+     * block whose holder domains were last visited in dom_seen */
+    rs_vec(hset) hsets = {0};
+    uint64_t *dom_seen = rs_xcalloc(ndom + 1, sizeof *dom_seen), blk_stamp = 0;
 
     for (uint32_t t = 0; t < L->ntensors; t++) {
         const rs_tensor *T = L->tensors + t;
@@ -661,14 +678,28 @@ int rs_cost_lower_bound(const rs_layout *L, const rs_cost_params *p, rs_cost_bou
         ptrs.n = nu;
         for (size_t j = 0; j < ti.src.n; j++) {
             const dblk *sb = &ti.src.v[j];
-            if (sb->nranks != 1) continue;
-            uint32_t h = ti.ranks.v[sb->rbegin], hd = L->topo.domain_of[h];
+            const uint32_t *hr = &ti.ranks.v[sb->rbegin];
             int64_t v = 0;
             for (size_t k = 0; k < ptrs.n; k++) v += (int64_t)mult.v[k] * box_intersect(ptrs.v[k], &sb->b, nd);
-            if (dom_stamp[hd] == t && dom_disjoint[hd]) /* not its own domain */
-                for (size_t k = 0; k < boxes.n; k++)
-                    if (boxes.v[k].kind == 0 && boxes.v[k].dom == hd) v -= box_intersect(&boxes.v[k], &sb->b, nd);
-            held_only[h] = sat_add(held_only[h], sat_mul((uint64_t)v, dts));
+            uint64_t key = 14695981039346656037ull; /* FNV-1a of the (ascending) holder ranks */
+            blk_stamp++;
+            for (uint32_t i = 0; i < sb->nranks; i++) {
+                uint32_t hd = L->topo.domain_of[hr[i]];
+                key = (key ^ hr[i]) * 1099511628211ull;
+                if (dom_seen[hd] == blk_stamp) continue;
+                dom_seen[hd] = blk_stamp;
+                if (dom_stamp[hd] == t && dom_disjoint[hd]) /* not a holder's own domain */
+                    for (size_t k = 0; k < boxes.n; k++)
+                        if (boxes.v[k].kind == 0 && boxes.v[k].dom == hd)
+                            v -= box_intersect(&boxes.v[k], &sb->b, nd);
+            }
+            uint64_t bytes = sat_mul((uint64_t)v, dts);
+            if (sb->nranks == 1) {
+                held_only[hr[0]] = sat_add(held_only[hr[0]], bytes);
+            } else if (v > 0) {
+                hset e = {key, bytes, hr[0], sb->nranks};
+                rs_vec_push(&hsets, e);
+            }
         }
     }
 
@@ -701,6 +732,23 @@ int rs_cost_lower_bound(const rs_layout *L, const rs_cost_params *p, rs_cost_bou
             out->holder_rank = r;
         }
     out->holder_norelay_s = (double)out->holder_bytes / nic;
+    /* sets of several holders: the same per NIC of the set (reported; the planner's relay choice does not
+     * use it). Entries of one set are merged by (key, size, first rank). */
+    sort_(hsets.v, hsets.n, sizeof *hsets.v, cmp_hset);
+    out->group_first = RS_NONE;
+    for (size_t i = 0; i < hsets.n;) {
+        size_t j = i;
+        uint64_t bytes = 0;
+        for (; j < hsets.n && !cmp_hset(&hsets.v[i], &hsets.v[j]); j++) bytes = sat_add(bytes, hsets.v[j].bytes);
+        double s = (double)bytes / (nic * hsets.v[i].n);
+        if (out->group_first == RS_NONE || s > out->group_norelay_s) {
+            out->group_norelay_s = s;
+            out->group_first = hsets.v[i].first;
+            out->group_nranks = hsets.v[i].n;
+            out->group_bytes = bytes;
+        }
+        i = j;
+    }
     out->bound_s = out->dst_s > out->src_s ? out->dst_s : out->src_s;
     out->bound_norelay_s = out->dst_s > out->src_norelay_s ? out->dst_s : out->src_norelay_s;
     if (out->holder_norelay_s > out->bound_norelay_s) out->bound_norelay_s = out->holder_norelay_s;
@@ -708,6 +756,8 @@ int rs_cost_lower_bound(const rs_layout *L, const rs_cost_params *p, rs_cost_bou
     free(recv);
     free(held_only);
     free(dom_disjoint);
+    free(dom_seen);
+    rs_vec_free(&hsets);
     rs_vec_free(&mult);
     tinfo_free(&ti);
     rs_vec_free(&ptrs);

@@ -34,11 +34,18 @@ void rs_cost_params_default(rs_cost_params *p, const rs_topology *topo);
  *         network (each byte leaves once per domain that needs it).
  * holder_norelay_s = max over source ranks h of (bytes only h holds, counted once per other domain
  *         needing them) / nic: what h's NIC must carry when only holders send.
- * bound_s = max(dst_s, src_s); bound_norelay_s = max(dst_s, src_norelay_s, holder_norelay_s). */
+ * bound_s = max(dst_s, src_s); bound_norelay_s = max(dst_s, src_norelay_s, holder_norelay_s).
+ * group_norelay_s = max over sets H of several source ranks of (bytes held by exactly the ranks of H, counted
+ *         once per domain without a rank of H that needs them) / (nic x |H|): a pipeline stage's replicas
+ *         that alone hold the embedding, say. Reported by `reshardc stats`; not in bound_norelay_s, which
+ *         the planner's relay choice reads. */
 typedef struct {
-    double bound_s, dst_s, src_s, src_norelay_s, holder_norelay_s, bound_norelay_s;
+    double bound_s, dst_s, src_s, src_norelay_s, holder_norelay_s, bound_norelay_s, group_norelay_s;
     uint32_t holder_rank;      /* the source rank of holder_norelay_s (RS_NONE when none) */
     uint64_t holder_bytes;     /* its bytes */
+    uint32_t group_first;      /* the lowest rank of group_norelay_s's set (RS_NONE when none) */
+    uint32_t group_nranks;     /* its ranks */
+    uint64_t group_bytes;      /* its bytes (all its NICs together) */
     uint32_t dst_domain;       /* the binding destination domain (RS_NONE when nothing is needed) */
     uint64_t dst_domain_bytes; /* its U_a */
     uint32_t dst_domain_gpus;  /* its receiving GPUs */

@@ -4,7 +4,7 @@ set(RS_STATS_DIR ${CMAKE_CURRENT_SOURCE_DIR}/stats)
 add_executable(stats_cost ${RS_STATS_DIR}/test_cost.c ${RS_STATS_DIR}/build.c)
 target_include_directories(stats_cost PRIVATE ${RS_STATS_DIR})
 target_link_libraries(stats_cost PRIVATE rscompiler)
-foreach(c two_ranks replicas row_to_col relay held_in_domain)
+foreach(c two_ranks replicas row_to_col relay held_in_domain holder_group)
   add_test(NAME stats_${c} COMMAND stats_cost ${c})
 endforeach()
 

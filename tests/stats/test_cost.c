@@ -287,6 +287,47 @@ static void held_in_domain(void)
     rs_plan_free(&P);
 }
 
+/* A set of holders: ranks 0 and 1 (domain 0) alone hold w1 (1e8 bytes), rank 2 (domain 1) alone holds w2
+ * (1e7 bytes); ranks 3, 4, 5 (domains 2, 3, 4) and 6 (domain 0) each need both. Without relays w1 leaves
+ * ranks 0 and 1 three times (domain 0 has it): 3e8 bytes over their 2 NICs, more than any other figure
+ * (domains 2-4 take 1.1e8 each through one NIC; the 3.4e8 bytes needed from outside leave 3 source NICs). */
+static void holder_group(void)
+{
+    rs_plan P;
+    uint32_t dom[] = {0, 0, 1, 2, 3, 4, 0};
+    tb_init(&P, 7, dom, 400, 3600);
+    int64_t one = 1, two = 2, four = 4;
+    int32_t ra[] = {0, 1}, rb = 2, rd[] = {3, 4, 5, 6};
+    const char *ax[] = {"dp"};
+    uint32_t ma = tb_mesh(&P, "a", 1, ax, &two, ra), mb = tb_mesh(&P, "b", 1, AX1, &one, &rb);
+    uint32_t md = tb_mesh(&P, "infer", 1, ax, &four, rd);
+    int64_t s1[] = {50000000}, s2[] = {5000000};
+    tb_tensor(&P, "w1", RS_DT_BF16, 1, s1);
+    tb_piece(&P, RS_SRC, ma, "w1.src", 0, NULL);
+    tb_piece(&P, RS_DST, md, "w1.dst", 0, NULL);
+    tb_tensor(&P, "w2", RS_DT_BF16, 1, s2);
+    tb_piece(&P, RS_SRC, mb, "w2.src", 0, NULL);
+    tb_piece(&P, RS_DST, md, "w2.dst", 0, NULL);
+    tb_bind(&P);
+    rs_cost_params p;
+    rs_cost_params_default(&p, &P.layout.topo);
+    rs_cost_bound b;
+    char err[256];
+    if (rs_cost_lower_bound(&P.layout, &p, &b, err, sizeof err)) {
+        fprintf(stderr, "bound: %s\n", err);
+        exit(1);
+    }
+    near("group bound", b.bound_s, 1.1e8 / NIC);
+    near("group bound without relays", b.bound_norelay_s, 3.4e8 / (3 * NIC));
+    near("group single holder", b.holder_norelay_s, 4e7 / NIC);
+    eq_u64("group single holder rank", b.holder_rank, 2);
+    near("group holder set", b.group_norelay_s, 3e8 / (2 * NIC));
+    eq_u64("group holder set first rank", b.group_first, 0);
+    eq_u64("group holder set ranks", b.group_nranks, 2);
+    eq_u64("group holder set bytes", b.group_bytes, 300000000);
+    rs_plan_free(&P);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 2 && !strcmp(argv[1], "--svg")) {
@@ -299,7 +340,7 @@ int main(int argc, char **argv)
         const char *name;
         void (*fn)(void);
     } cases[] = {{"two_ranks", two_ranks}, {"replicas", replicas}, {"row_to_col", row_to_col},
-                 {"relay", relay},         {"held_in_domain", held_in_domain}};
+                 {"relay", relay},         {"held_in_domain", held_in_domain}, {"holder_group", holder_group}};
     int ran = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (!strcmp(which, "all") || !strcmp(which, cases[i].name)) {

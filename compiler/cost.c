@@ -526,8 +526,22 @@ static double src_overlap_factor(tinfo *ti)
 
 typedef struct {
     uint64_t key, bytes;
-    uint32_t first, n;
+    uint32_t first, n, off; /* off: its ranks in the pool */
 } hset;
+
+#define HSET_SUBSETS 4096 /* distinct holder sets up to which each one's subsets are summed (quadratic) */
+
+/* Ranks a[0..na) all among b[0..nb) (both ascending). */
+static int ranks_subset(const uint32_t *a, uint32_t na, const uint32_t *b, uint32_t nb)
+{
+    uint32_t j = 0;
+    for (uint32_t i = 0; i < na; i++) {
+        while (j < nb && b[j] < a[i]) j++;
+        if (j == nb || b[j] != a[i]) return 0;
+        j++;
+    }
+    return 1;
+}
 
 static int cmp_hset(const void *x, const void *y)
 {
@@ -559,6 +573,7 @@ int rs_cost_lower_bound(const rs_layout *L, const rs_cost_params *p, rs_cost_bou
     /* bytes only a set of several ranks holds (one entry per source block, merged by rank set below), and the
      * block whose holder domains were last visited in dom_seen */
     rs_vec(hset) hsets = {0};
+    u32_vec hpool = {0};
     uint64_t *dom_seen = rs_xcalloc(ndom + 1, sizeof *dom_seen), blk_stamp = 0;
 
     for (uint32_t t = 0; t < L->ntensors; t++) {
@@ -697,8 +712,9 @@ int rs_cost_lower_bound(const rs_layout *L, const rs_cost_params *p, rs_cost_bou
             if (sb->nranks == 1) {
                 held_only[hr[0]] = sat_add(held_only[hr[0]], bytes);
             } else if (v > 0) {
-                hset e = {key, bytes, hr[0], sb->nranks};
+                hset e = {key, bytes, hr[0], sb->nranks, (uint32_t)hpool.n};
                 rs_vec_push(&hsets, e);
+                for (uint32_t i = 0; i < sb->nranks; i++) rs_vec_push(&hpool, hr[i]);
             }
         }
     }
@@ -733,21 +749,37 @@ int rs_cost_lower_bound(const rs_layout *L, const rs_cost_params *p, rs_cost_bou
         }
     out->holder_norelay_s = (double)out->holder_bytes / nic;
     /* sets of several holders: the same per NIC of the set (reported; the planner's relay choice does not
-     * use it). Entries of one set are merged by (key, size, first rank). */
+     * use it). Entries of one set are merged by (key, size, first rank); a set's figure counts also what
+     * its members alone hold and, up to HSET_SUBSETS sets, what the sets inside it hold (a pipeline
+     * stage's replicas of a norm: with its TP shards' replica sets and its ranks' own experts). */
     sort_(hsets.v, hsets.n, sizeof *hsets.v, cmp_hset);
-    out->group_first = RS_NONE;
+    size_t m = 0;
     for (size_t i = 0; i < hsets.n;) {
-        size_t j = i;
-        uint64_t bytes = 0;
-        for (; j < hsets.n && !cmp_hset(&hsets.v[i], &hsets.v[j]); j++) bytes = sat_add(bytes, hsets.v[j].bytes);
-        double s = (double)bytes / (nic * hsets.v[i].n);
+        size_t j = i + 1;
+        for (; j < hsets.n && !cmp_hset(&hsets.v[i], &hsets.v[j]); j++)
+            hsets.v[i].bytes = sat_add(hsets.v[i].bytes, hsets.v[j].bytes);
+        hsets.v[m++] = hsets.v[i];
+        i = j;
+    }
+    out->group_first = RS_NONE;
+    for (size_t i = 0; i < m; i++) {
+        const hset *H = &hsets.v[i];
+        const uint32_t *hr = hpool.v + H->off;
+        uint64_t bytes = H->bytes;
+        for (uint32_t k = 0; k < H->n; k++) bytes = sat_add(bytes, held_only[hr[k]]);
+        if (m <= HSET_SUBSETS)
+            for (size_t j = 0; j < m; j++) {
+                const hset *G = &hsets.v[j];
+                if (j != i && G->n < H->n && G->first >= H->first && ranks_subset(hpool.v + G->off, G->n, hr, H->n))
+                    bytes = sat_add(bytes, G->bytes);
+            }
+        double s = (double)bytes / (nic * H->n);
         if (out->group_first == RS_NONE || s > out->group_norelay_s) {
             out->group_norelay_s = s;
-            out->group_first = hsets.v[i].first;
-            out->group_nranks = hsets.v[i].n;
+            out->group_first = H->first;
+            out->group_nranks = H->n;
             out->group_bytes = bytes;
         }
-        i = j;
     }
     out->bound_s = out->dst_s > out->src_s ? out->dst_s : out->src_s;
     out->bound_norelay_s = out->dst_s > out->src_norelay_s ? out->dst_s : out->src_norelay_s;
@@ -758,6 +790,7 @@ int rs_cost_lower_bound(const rs_layout *L, const rs_cost_params *p, rs_cost_bou
     free(dom_disjoint);
     free(dom_seen);
     rs_vec_free(&hsets);
+    rs_vec_free(&hpool);
     rs_vec_free(&mult);
     tinfo_free(&ti);
     rs_vec_free(&ptrs);

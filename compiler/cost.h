@@ -35,10 +35,11 @@ void rs_cost_params_default(rs_cost_params *p, const rs_topology *topo);
  * holder_norelay_s = max over source ranks h of (bytes only h holds, counted once per other domain
  *         needing them) / nic: what h's NIC must carry when only holders send.
  * bound_s = max(dst_s, src_s); bound_norelay_s = max(dst_s, src_norelay_s, holder_norelay_s).
- * group_norelay_s = max over sets H of several source ranks of (bytes held by exactly the ranks of H, counted
- *         once per domain without a rank of H that needs them) / (nic x |H|): a pipeline stage's replicas
- *         that alone hold the embedding, say. Reported by `reshardc stats`; not in bound_norelay_s, which
- *         the planner's relay choice reads. */
+ * group_norelay_s = max over sets H of several source ranks of (bytes held by exactly the ranks of H, by a
+ *         smaller such set inside H, or by one rank of H alone, each counted once per domain without a holder
+ *         that needs them) / (nic x |H|): a pipeline stage's ranks, whose norms they alone hold, must send
+ *         that stage's weights. Reported by `reshardc stats`; not in bound_norelay_s, which the planner's
+ *         relay choice reads. */
 typedef struct {
     double bound_s, dst_s, src_s, src_norelay_s, holder_norelay_s, bound_norelay_s, group_norelay_s;
     uint32_t holder_rank;      /* the source rank of holder_norelay_s (RS_NONE when none) */

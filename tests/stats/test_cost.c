@@ -287,27 +287,35 @@ static void held_in_domain(void)
     rs_plan_free(&P);
 }
 
-/* A set of holders: ranks 0 and 1 (domain 0) alone hold w1 (1e8 bytes), rank 2 (domain 1) alone holds w2
- * (1e7 bytes); ranks 3, 4, 5 (domains 2, 3, 4) and 6 (domain 0) each need both. Without relays w1 leaves
- * ranks 0 and 1 three times (domain 0 has it): 3e8 bytes over their 2 NICs, more than any other figure
- * (domains 2-4 take 1.1e8 each through one NIC; the 3.4e8 bytes needed from outside leave 3 source NICs). */
+/* Sets of holders: ranks 0 and 1 (domain 0) alone hold w1 (1e8 bytes), rank 2 (domain 1) alone holds w2 (1e7),
+ * rank 0 alone holds w3 (2e7), ranks 0, 1 and 7 (domain 5) hold w4 (3e8); ranks 3, 4, 5 (domains 2, 3, 4) and
+ * 6 (domain 0) need all four. Without relays, domains 2-4 take each from outside (4.3e8 each: the bound),
+ * domain 0 only w2. The set {0, 1, 7} must send w4 three times, and also what only its members hold: w1 three
+ * times (the set {0, 1} inside it) and w3 three times (rank 0): 1.26e9 bytes over 3 NICs. */
 static void holder_group(void)
 {
     rs_plan P;
-    uint32_t dom[] = {0, 0, 1, 2, 3, 4, 0};
-    tb_init(&P, 7, dom, 400, 3600);
-    int64_t one = 1, two = 2, four = 4;
-    int32_t ra[] = {0, 1}, rb = 2, rd[] = {3, 4, 5, 6};
+    uint32_t dom[] = {0, 0, 1, 2, 3, 4, 0, 5};
+    tb_init(&P, 8, dom, 400, 3600);
+    int64_t one = 1, two = 2, three = 3, four = 4;
+    int32_t ra[] = {0, 1}, rb = 2, r0 = 0, rc[] = {0, 1, 7}, rd[] = {3, 4, 5, 6};
     const char *ax[] = {"dp"};
     uint32_t ma = tb_mesh(&P, "a", 1, ax, &two, ra), mb = tb_mesh(&P, "b", 1, AX1, &one, &rb);
+    uint32_t m0 = tb_mesh(&P, "z", 1, AX1, &one, &r0), mc = tb_mesh(&P, "c", 1, ax, &three, rc);
     uint32_t md = tb_mesh(&P, "infer", 1, ax, &four, rd);
-    int64_t s1[] = {50000000}, s2[] = {5000000};
-    tb_tensor(&P, "w1", RS_DT_BF16, 1, s1);
-    tb_piece(&P, RS_SRC, ma, "w1.src", 0, NULL);
-    tb_piece(&P, RS_DST, md, "w1.dst", 0, NULL);
-    tb_tensor(&P, "w2", RS_DT_BF16, 1, s2);
-    tb_piece(&P, RS_SRC, mb, "w2.src", 0, NULL);
-    tb_piece(&P, RS_DST, md, "w2.dst", 0, NULL);
+    const struct {
+        const char *name;
+        int64_t elems;
+        uint32_t mesh;
+    } w[] = {{"w1", 50000000, ma}, {"w2", 5000000, mb}, {"w3", 10000000, m0}, {"w4", 150000000, mc}};
+    for (int i = 0; i < 4; i++) {
+        char src[8], dst[8];
+        snprintf(src, sizeof src, "%s.src", w[i].name);
+        snprintf(dst, sizeof dst, "%s.dst", w[i].name);
+        tb_tensor(&P, w[i].name, RS_DT_BF16, 1, &w[i].elems);
+        tb_piece(&P, RS_SRC, w[i].mesh, src, 0, NULL);
+        tb_piece(&P, RS_DST, md, dst, 0, NULL);
+    }
     tb_bind(&P);
     rs_cost_params p;
     rs_cost_params_default(&p, &P.layout.topo);
@@ -317,14 +325,14 @@ static void holder_group(void)
         fprintf(stderr, "bound: %s\n", err);
         exit(1);
     }
-    near("group bound", b.bound_s, 1.1e8 / NIC);
-    near("group bound without relays", b.bound_norelay_s, 3.4e8 / (3 * NIC));
-    near("group single holder", b.holder_norelay_s, 4e7 / NIC);
-    eq_u64("group single holder rank", b.holder_rank, 2);
-    near("group holder set", b.group_norelay_s, 3e8 / (2 * NIC));
+    near("group bound", b.bound_s, 4.3e8 / NIC);
+    near("group source side without relays", b.src_norelay_s, 1.3e9 / (4 * NIC));
+    near("group single holder", b.holder_norelay_s, 6e7 / NIC);
+    eq_u64("group single holder rank", b.holder_rank, 0);
+    near("group holder set", b.group_norelay_s, 1.26e9 / (3 * NIC));
     eq_u64("group holder set first rank", b.group_first, 0);
-    eq_u64("group holder set ranks", b.group_nranks, 2);
-    eq_u64("group holder set bytes", b.group_bytes, 300000000);
+    eq_u64("group holder set ranks", b.group_nranks, 3);
+    eq_u64("group holder set bytes", b.group_bytes, 1260000000);
     rs_plan_free(&P);
 }
 

@@ -17,7 +17,7 @@
 
 static const char compile_usage[] =
     "usage: reshardc LAYOUT -o PLAN [-D NAME=VALUE]... [--staging BYTES] [--fanout-split BYTES]\n"
-    "                [--relays auto|on|off] [--relay-fanout N] [--no-verify] [--quiet]\n";
+    "                [--fanout-zero-copy BYTES] [--relays auto|on|off] [--relay-fanout N] [--no-verify] [--quiet]\n";
 
 static int bad_usage(const char *fmt, const char *arg)
 {
@@ -86,11 +86,13 @@ int rs_cmd_compile(int argc, char **argv)
             fputs("Compiles a layout into a verified per-rank transfer plan. --staging: staging bytes per rank\n"
                   "(default 256M; suffixes K, M, G). --fanout-split: a fragment several ranks of a destination\n"
                   "domain need crosses the network in boxes of at least BYTES, one per receiver, each forwarded to\n"
-                  "the others over NVLink (default 1M). --relays: destination ranks forward what they received to\n"
-                  "other domains: auto (default: where the sources' NICs bound the refit), on (every fragment\n"
-                  "enters one network-fed domain from its holders), off. --relay-fanout N: domains each relaying\n"
-                  "domain feeds (1: chains, the default; 2: binary trees). --no-verify skips the whole-plan\n"
-                  "check (not recommended).\n"
+                  "the others over NVLink (default 1M). --fanout-zero-copy: such a box that 4 or more ranks take,\n"
+                  "contiguous in their buffers, goes straight into them from BYTES (default: a quarter of the\n"
+                  "largest chunk, 4M with the default staging). --relays: destination ranks forward what they\n"
+                  "received to other domains: auto (default: where the sources' NICs bound the refit), on (every\n"
+                  "fragment enters one network-fed domain from its holders), off. --relay-fanout N: domains each\n"
+                  "relaying domain feeds (1: chains, the default; 2: binary trees). --no-verify skips the\n"
+                  "whole-plan check (not recommended).\n"
                   "Exit status: 0 success, 1 invalid layout, 2 bad command line.\n",
                   stdout);
             rc = 0;
@@ -127,18 +129,21 @@ int rs_cmd_compile(int argc, char **argv)
             continue;
         }
         const char *v;
-        if (opt_value(a, "--staging", argc, argv, &i, &v) || opt_value(a, "--fanout-split", argc, argv, &i, &v)) {
-            int staging = a[2] == 's';
+        if (opt_value(a, "--staging", argc, argv, &i, &v) || opt_value(a, "--fanout-split", argc, argv, &i, &v) ||
+            opt_value(a, "--fanout-zero-copy", argc, argv, &i, &v)) {
+            int staging = a[2] == 's', zc = !strncmp(a, "--fanout-zero-copy", 18);
             uint64_t b, min = staging ? 256 : 1;
             if (parse_bytes(v, &b) || b < min) {
-                rc = bad_usage(staging ? "--staging needs a byte count of at least 256, a whole number with an optional "
-                                         "K, M or G (e.g. 268435456 or 256M), not '%s'"
-                                       : "--fanout-split needs a byte count of at least 1, a whole number with an "
-                                         "optional K, M or G (e.g. 1048576 or 1M), not '%s'",
-                               v ? v : "");
+                fprintf(stderr, "reshardc: %s needs a byte count of at least %s, a whole number with an optional K, M "
+                                "or G (e.g. %s), not '%s'\n",
+                        staging ? "--staging" : zc ? "--fanout-zero-copy" : "--fanout-split", staging ? "256" : "1",
+                        staging ? "268435456 or 256M" : "1048576 or 1M", v ? v : "");
+                fputs(compile_usage, stderr);
+                rc = 2;
                 goto done;
             }
             if (staging) po.staging_bytes = b;
+            else if (zc) po.fanout_zero_copy = b;
             else po.fanout_split_min = b;
             continue;
         }
@@ -238,6 +243,8 @@ int rs_cmd_compile(int argc, char **argv)
     rs_ir_free(&ir);
     double t2 = now_s();
     P.source_fp = rs_hash64(&fp, sizeof fp, 0x7265736861726463ull);
+    if (po.fanout_zero_copy) /* hashed only when given: plans made without it keep their fingerprints */
+        P.source_fp = rs_hash64(&po.fanout_zero_copy, sizeof po.fanout_zero_copy, P.source_fp);
     char err[600];
     rs_progress_begin("writing", 0, "");
     int wrc = rs_plan_write_file(&P, out, err, sizeof err);

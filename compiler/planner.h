@@ -17,6 +17,10 @@ typedef struct {
                                   them into min(k, bytes / this) boxes (smaller ones go whole): every box
                                   costs a message to each of the other k - 1 (with k = 64, boxes of 16 KiB
                                   made DeepSeek-V3 on GB200 NVLink-message bound); 1 MiB */
+    uint64_t fanout_zero_copy; /* a chunk that FAN_ZC_PEERS (4) or more ranks of its destination domain take,
+                                  contiguous in their buffers, goes zero-copy into them (and into its
+                                  forwarder) from this size, at least zero_copy_min (--fanout-zero-copy);
+                                  0 (default): a quarter of the largest chunk size */
     uint64_t fine_min;         /* the smallest fine chunk of a part that spans rounds (default 64 KiB; the
                                   property tests lower it so that small layouts span rounds too) */
     int verify;                /* run rs_plan_verify_all before returning (default 1) */

@@ -743,11 +743,12 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
      * fine chunk size on left Kimi K2 at 1.06x of the bound instead of 1.04x). Except a chunk that FAN_ZC_PEERS
      * or more domain peers take, contiguous in their buffers: staged, its copies would fill those peers'
      * staging (k receivers of a domain: a rank's network intake per round capped near half / k), so it goes
-     * zero-copy from a quarter of that size (docs/planner.md: vLLM data-parallel attention, DeepSeek-V3 TP1 x
-     * DP256, 2.47x -> 1.32x of the bound; plans with fewer peers per chunk are unchanged). */
+     * zero-copy from a quarter of that size, or from --fanout-zero-copy (docs/planner.md: vLLM data-parallel
+     * attention, DeepSeek-V3 TP1 x DP256, 2.47x -> 1.32x of the bound; plans with fewer peers per chunk are
+     * unchanged). */
     uint64_t zmin = c->o->zero_copy_min > c->pmax ? c->o->zero_copy_min : c->pmax;
-    if (E->nf >= FAN_ZC_PEERS && dd.ndim == 1 && c->pmax / 4 < zmin)
-        zmin = c->o->zero_copy_min > c->pmax / 4 ? c->o->zero_copy_min : c->pmax / 4;
+    uint64_t fz = c->o->fanout_zero_copy ? c->o->fanout_zero_copy : c->pmax / 4;
+    if (E->nf >= FAN_ZC_PEERS && dd.ndim == 1 && fz < zmin) zmin = c->o->zero_copy_min > fz ? c->o->zero_copy_min : fz;
     int direct = bytes >= zmin && (sd.ndim == 1 || dd.ndim == 1);
     int zc_src = direct && sd.ndim == 1;
     int zc_dst = direct && dd.ndim == 1; /* a forwarder too: it sends its peers' copies from its buffer */

@@ -41,7 +41,8 @@ endfunction()
 # buffer on the same rank. experts_balanced (format 1.2): vLLM's uneven expert split, shard(0, balanced)
 # over a mesh view. `reshardc verify` (run by each) refuses any descriptor that crosses a member.
 foreach(g row_to_column replicated_one_domain replicated_across_domains pipeline_stages experts ragged colocated
-          fused_qkv experts_grouped experts_grouped_ep colocated_grouped experts_balanced fanout_zero_copy)
+          fused_qkv experts_grouped experts_grouped_ep colocated_grouped experts_balanced fanout_zero_copy
+          fanout_zero_copy_option)
   rs_golden_args(${CMAKE_CURRENT_SOURCE_DIR}/golden/${g}.layout args)
   rs_add_golden_dump(${g} ${CMAKE_CURRENT_SOURCE_DIR}/golden/${g}.layout ${args})
 endforeach()
@@ -107,12 +108,14 @@ set_tests_properties(planner_relay_stats_chain planner_relay_stats_chain_off pla
 # Bad compile options: each a clear message, exit 2, and no output file written.
 add_test(NAME planner_compile_option_errors COMMAND sh -c "\
   c=$<TARGET_FILE:reshardc>; l=${CMAKE_CURRENT_SOURCE_DIR}/golden/relay_chain.layout; rm -f o.plan; \
-  for a in '--staging 100' '--fanout-split 0' '--fanout-split=x' '--relays maybe' '--relays' '--relay-fanout 0' '--relay-fanout=65' '--relay-fanout 2x'; do \
+  for a in '--staging 100' '--fanout-split 0' '--fanout-split=x' '--fanout-zero-copy 0' '--fanout-zero-copy=1Q' \
+           '--relays maybe' '--relays' '--relay-fanout 0' '--relay-fanout=65' '--relay-fanout 2x'; do \
     $c $l -o o.plan $a 2>err; test $? = 2 || { echo \"$a: not exit 2\"; exit 1; }; \
     grep -q \"^reshardc: --\" err || { echo \"$a: no message\"; cat err; exit 1; }; \
     test ! -e o.plan || { echo \"$a: wrote a plan\"; exit 1; }; \
   done; \
-  $c $l -o o.plan --relays=on --relay-fanout=2 --fanout-split=16K --staging=64K --quiet && test -s o.plan"
+  $c $l -o o.plan --relays=on --relay-fanout=2 --fanout-split=16K --fanout-zero-copy=2M --staging=64K --quiet && \
+  test -s o.plan"
   WORKING_DIRECTORY ${RS_RELAY_WORK})
 set_tests_properties(planner_compile_option_errors PROPERTIES LABELS planner TIMEOUT 60)
 # -o naming the layout itself (also through a link) or a file it includes: refused, exit 2, the file intact.

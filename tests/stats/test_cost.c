@@ -245,6 +245,20 @@ static void relay(void)
     rs_plan_free(&P);
 }
 
+/* The lower bound of P's layout with the default parameters (exits on an error). */
+static rs_cost_bound bound_of(const rs_plan *P)
+{
+    rs_cost_params p;
+    rs_cost_params_default(&p, &P->layout.topo);
+    rs_cost_bound b;
+    char err[256];
+    if (rs_cost_lower_bound(&P->layout, &p, &b, err, sizeof err)) {
+        fprintf(stderr, "bound: %s\n", err);
+        exit(1);
+    }
+    return b;
+}
+
 /* Held in the domain: w [2, 5e7] bf16; rank 0 (domain 0) holds all of it, rank 1 (domain 0) and rank 2
  * (domain 1) need it; rank 3 (domain 1) holds row 1 only (a second source piece). Domain 0
  * needs nothing from outside; domain 1 needs row 0 (1e8 bytes) from outside. */
@@ -266,14 +280,7 @@ static void held_in_domain(void)
     tb_piece(&P, RS_SRC, mb, "w.src2", 1, rows);
     tb_piece(&P, RS_DST, md, "w.dst", 0, NULL);
     tb_bind(&P);
-    rs_cost_params p;
-    rs_cost_params_default(&p, &P.layout.topo);
-    rs_cost_bound b;
-    char err[256];
-    if (rs_cost_lower_bound(&P.layout, &p, &b, err, sizeof err)) {
-        fprintf(stderr, "bound: %s\n", err);
-        exit(1);
-    }
+    rs_cost_bound b = bound_of(&P);
     double ROW = 1e8;
     eq_u64("held need bytes", b.need_bytes, (uint64_t)ROW);
     eq_u64("held distinct bytes", b.distinct_bytes, (uint64_t)ROW);
@@ -317,14 +324,7 @@ static void holder_group(void)
         tb_piece(&P, RS_DST, md, dst, 0, NULL);
     }
     tb_bind(&P);
-    rs_cost_params p;
-    rs_cost_params_default(&p, &P.layout.topo);
-    rs_cost_bound b;
-    char err[256];
-    if (rs_cost_lower_bound(&P.layout, &p, &b, err, sizeof err)) {
-        fprintf(stderr, "bound: %s\n", err);
-        exit(1);
-    }
+    rs_cost_bound b = bound_of(&P);
     near("group bound", b.bound_s, 4.3e8 / NIC);
     near("group source side without relays", b.src_norelay_s, 1.3e9 / (4 * NIC));
     near("group single holder", b.holder_norelay_s, 6e7 / NIC);

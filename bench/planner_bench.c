@@ -174,6 +174,7 @@ int main(int argc, char **argv)
     printf("| rounds / steps / ops / descriptors | %u / %llu / %llu / %llu |\n", S.rounds, (unsigned long long)steps,
            (unsigned long long)ops, (unsigned long long)descs);
     printf("| messages merged (pairs of ops folded) | %llu |\n", (unsigned long long)S.merged_messages);
+    printf("| forwarded chunks zero-copy to keep their round | %llu |\n", (unsigned long long)S.fanout_zc_spill);
     printf("| plan.bin size (encode time) | %.1f MiB (%.2f s) |\n", len / 1048576.0, e1 - e0);
     printf("| one rank's load + verify (rank %u, %llu ops; best of 5) | %.1f ms |\n", busiest,
            (unsigned long long)busiest_ops, best * 1e3);

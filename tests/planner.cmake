@@ -22,7 +22,13 @@ set(RS_VW_LAYOUT ${PROJECT_SOURCE_DIR}/examples/deepseek-v3-h100.layout)
 add_test(NAME planner_verify_work COMMAND sh -c
          "exec \"$0\" verify-work \"$1\" $(sed -n 's/^# replay-args://p' \"$1\")"
          $<TARGET_FILE:test_planner> ${RS_VW_LAYOUT})
-set_tests_properties(planner_unit planner_prop planner_mutate planner_determinism planner_bound planner_verify_work PROPERTIES LABELS planner)
+# forwarded chunks under the zero-copy size that go zero-copy rather than wait a round (vLLM data-parallel
+# attention: Qwen3-235B TP1 x DP128 with EP128, 8 layers at full width)
+add_test(NAME planner_fanout_spill
+         COMMAND test_planner fanout-spill ${PROJECT_SOURCE_DIR}/examples/qwen3-235b-h100.layout -D TPI=1 -D EXPERTS=2
+                 -D L=8 -D FIRST=1 -D LAST=1)
+set_tests_properties(planner_unit planner_prop planner_mutate planner_determinism planner_bound planner_verify_work
+                     planner_fanout_spill PROPERTIES LABELS planner)
 
 # Golden dumps of small layouts (tests/golden/NAME.layout -> tests/golden/NAME.dump): compile, verify,
 # `reshardc dump`, compare. Refresh after an intended planner change with ONE command, then review:

@@ -1010,20 +1010,27 @@ static int run_determinism(void)
 /* The verifier's work is a property of the plan, not of where it sits in memory: the plan as planned and
  * two decoded copies of it (other addresses) take the same work units. (Its descriptor cache was once
  * indexed by address: the work then varied from run to run on plans with more descriptors than slots.) */
+/* The layout argv[2] with the `-D NAME=VALUE` pairs after it, through the front end (defs: 32). */
+static int load_args(int argc, char **argv, rs_define *defs, rs_front_opts *fo, rs_ir *ir)
+{
+    rs_front_opts_default(fo);
+    char err[600];
+    for (int i = 3; i + 1 < argc && fo->ndefines < 32; i += 2)
+        if (!strcmp(argv[i], "-D") && rs_parse_define(argv[i + 1], &defs[fo->ndefines++], err, sizeof err)) {
+            fprintf(stderr, "%s\n", err);
+            return 1;
+        }
+    fo->defines = defs;
+    return rs_front_load(argv[2], fo, ir, stderr);
+}
+
 static int run_verify_work(int argc, char **argv)
 {
     rs_define defs[32];
     rs_front_opts fo;
-    rs_front_opts_default(&fo);
     char err[600];
-    for (int i = 3; i + 1 < argc && fo.ndefines < 32; i += 2)
-        if (!strcmp(argv[i], "-D") && rs_parse_define(argv[i + 1], &defs[fo.ndefines++], err, sizeof err)) {
-            fprintf(stderr, "%s\n", err);
-            return 1;
-        }
-    fo.defines = defs;
     rs_ir ir;
-    if (rs_front_load(argv[2], &fo, &ir, stderr)) return 1;
+    if (load_args(argc, argv, defs, &fo, &ir)) return 1;
     rs_plan_opts o;
     rs_plan_opts_default(&o);
     o.verify = 0;
@@ -1053,11 +1060,36 @@ static int run_verify_work(int argc, char **argv)
     return failures;
 }
 
+/* A chunk that 4 or more domain peers take, under the zero-copy size of such chunks, goes zero-copy when,
+ * staged, it would wait for a later round (schedule.c, emit_chunk): the layout given has such chunks (Qwen3-235B
+ * with vLLM data-parallel attention, 8 layers at full width: about 800), and its plan verifies. */
+static int run_fanout_spill(int argc, char **argv)
+{
+    rs_define defs[32];
+    rs_front_opts fo;
+    rs_ir ir;
+    if (load_args(argc, argv, defs, &fo, &ir)) return 1;
+    rs_plan_opts o;
+    rs_plan_opts_default(&o); /* verification on */
+    rs_plan P;
+    rs_plan_stats S;
+    if (rs_planner_run(&ir, &o, &P, &S, stderr)) return 1;
+    printf("%llu forwarded chunks sent zero-copy to keep their round, of %llu chunks\n",
+           (unsigned long long)S.fanout_zc_spill, (unsigned long long)S.chunks);
+    CHECK(S.fanout_zc_spill > 0);
+    rs_plan_stats_free(&S);
+    rs_plan_free(&P);
+    for (uint32_t i = 0; i < fo.ndefines; i++) free((char *)defs[i].name);
+    rs_ir_free(&ir);
+    return failures;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "unit")) return run_unit() != 0;
     if (argc >= 2 && !strcmp(argv[1], "determinism")) return run_determinism() != 0;
     if (argc >= 3 && !strcmp(argv[1], "verify-work")) return run_verify_work(argc, argv) != 0;
+    if (argc >= 3 && !strcmp(argv[1], "fanout-spill")) return run_fanout_spill(argc, argv) != 0;
     if (argc >= 4 && !strcmp(argv[1], "prop")) return run_prop(strtoull(argv[2], 0, 0), strtoull(argv[3], 0, 0)) != 0;
     if (argc >= 4 && !strcmp(argv[1], "bound")) return run_bound(strtoull(argv[2], 0, 0), strtoull(argv[3], 0, 0)) != 0;
     if (argc >= 4 && !strcmp(argv[1], "mutate"))

@@ -144,11 +144,18 @@ void rs_prog_desc_trim(rs_rank_prog *g)
 
 unsigned rs_plan_layout_minor(const rs_layout *L)
 {
-    int groups = 0, balanced = 0;
-    for (uint32_t i = 0; i < L->nbuffers; i++) groups |= L->buffers[i].group != 0;
+    int groups = 0, groups2 = 0, balanced = 0;
+    for (uint32_t i = 0; i < L->nbuffers; i++) {
+        const rs_buffer *b = &L->buffers[i];
+        groups2 |= b->group > 1 || (b->group && strstr(b->name, "{*+")); /* two member dims, or an offset */
+        groups |= b->group != 0;
+    }
     for (uint32_t i = 0; i < L->nplaces; i++)
         balanced |= L->places[i].kind == RS_PLACE_SHARD && L->places[i].arg == RS_SHARD_BALANCED;
-    return balanced ? RS_PLAN_MINOR_BALANCED : groups ? RS_PLAN_MINOR_GROUPS : RS_PLAN_MINOR;
+    return groups2    ? RS_PLAN_MINOR_GROUPS2
+           : balanced ? RS_PLAN_MINOR_BALANCED
+           : groups   ? RS_PLAN_MINOR_GROUPS
+                      : RS_PLAN_MINOR;
 }
 
 /* ---- buffer groups ---- */
@@ -156,7 +163,12 @@ unsigned rs_plan_layout_minor(const rs_layout *L)
 uint64_t rs_binding_members(const rs_layout *L, const rs_binding *b)
 {
     if (b->buffer >= L->nbuffers || !L->buffers[b->buffer].group || b->ndim == 0) return 1;
-    return (uint64_t)b->shape[0];
+    uint32_t k = L->buffers[b->buffer].group;
+    if (k > b->ndim) return 0;
+    uint64_t n = 1;
+    for (uint32_t d = 0; d < k; d++)
+        if (rs_umul_ovf(n, (uint64_t)b->shape[d], &n)) return 0;
+    return n;
 }
 
 uint64_t rs_binding_member_bytes(const rs_layout *L, const rs_binding *b)
@@ -165,28 +177,115 @@ uint64_t rs_binding_member_bytes(const rs_layout *L, const rs_binding *b)
     return n ? b->bytes / n : 0;
 }
 
-int rs_member_name(const char *pattern, uint64_t j, char *out, size_t n)
+uint64_t rs_binding_inner_members(const rs_layout *L, const rs_binding *b)
 {
-    const char *at = strstr(pattern, "{*}");
-    if (!at) return snprintf(out, n, "%s", pattern);
-    return snprintf(out, n, "%.*s%llu%s", (int)(at - pattern), pattern, (unsigned long long)j, at + 3);
+    if (b->buffer >= L->nbuffers || L->buffers[b->buffer].group != 2 || b->ndim < 2) return 1;
+    return (uint64_t)b->shape[1];
 }
 
-int rs_member_of(const char *pattern, const char *name, uint64_t *j)
+/* One marker at s ("{*}" or "{*+N}", N > 0 without a leading zero, below 2^62): its length and offset,
+ * or 0 when s does not start a well-formed one. */
+static size_t marker_at(const char *s, uint64_t *off)
 {
-    const char *at = strstr(pattern, "{*}");
-    if (!at) return 0;
-    size_t pre = (size_t)(at - pattern), post = strlen(at + 3), n = strlen(name);
-    if (n < pre + post + 1 || memcmp(name, pattern, pre) || memcmp(name + n - post, at + 3, post)) return 0;
-    const char *d = name + pre, *e = name + n - post;
-    if (*d == '0' && e - d > 1) return 0; /* members are named without leading zeros */
+    if (s[0] != '{' || s[1] != '*') return 0;
+    *off = 0;
+    if (s[2] == '}') return 3;
+    if (s[2] != '+' || s[3] < '1' || s[3] > '9') return 0;
+    size_t i = 3;
     uint64_t v = 0;
-    for (; d < e; d++) {
-        if (*d < '0' || *d > '9' || v > (UINT64_MAX - 9) / 10) return 0;
-        v = v * 10 + (uint64_t)(*d - '0');
+    for (; s[i] >= '0' && s[i] <= '9'; i++) {
+        v = v * 10 + (uint64_t)(s[i] - '0');
+        if (v >= RS_GROUP_MAX_OFFSET) return 0;
     }
-    *j = v;
+    if (s[i] != '}') return 0;
+    *off = v;
+    return i + 1;
+}
+
+int rs_group_markers(const char *name, rs_marker *m)
+{
+    int n = 0;
+    for (const char *s = strstr(name, "{*"); s; s = strstr(s, "{*")) {
+        uint64_t off;
+        size_t len = marker_at(s, &off);
+        if (!len) { /* not a marker: text */
+            s += 2;
+            continue;
+        }
+        if (n < RS_GROUP_MAX_DIMS) m[n] = (rs_marker){(size_t)(s - name), len, off};
+        n++;
+        s += len;
+    }
+    return n;
+}
+
+int rs_member_name(const char *pattern, uint64_t j, uint64_t inner, char *out, size_t n)
+{
+    rs_marker m[RS_GROUP_MAX_DIMS];
+    int k = rs_group_markers(pattern, m);
+    if (k <= 0 || k > RS_GROUP_MAX_DIMS) return snprintf(out, n, "%s", pattern);
+    uint64_t idx[RS_GROUP_MAX_DIMS] = {j, 0};
+    if (k == 2) {
+        if (!inner) inner = 1;
+        idx[0] = j / inner;
+        idx[1] = j % inner;
+    }
+    size_t len = 0, at = 0;
+    char tmp[24];
+    for (int i = 0; i <= k; i++) {
+        size_t end = i < k ? m[i].at : strlen(pattern);
+        for (size_t c = at; c < end; c++, len++)
+            if (out && len + 1 < n) out[len] = pattern[c];
+        if (i == k) break;
+        int w = snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)(idx[i] + m[i].off));
+        for (int c = 0; c < w; c++, len++)
+            if (out && len + 1 < n) out[len] = tmp[c];
+        at = m[i].at + m[i].len;
+    }
+    if (out && n) out[len < n ? len : n - 1] = 0;
+    return (int)len;
+}
+
+/* Digits of name[a, b) as a member number (no leading zero, fits in 64 bits), minus off; 0 when not. */
+static int member_num(const char *name, size_t a, size_t b, uint64_t off, uint64_t *v)
+{
+    if (a >= b || (name[a] == '0' && b - a > 1)) return 0;
+    uint64_t x = 0;
+    for (size_t i = a; i < b; i++) {
+        if (name[i] < '0' || name[i] > '9' || x > (UINT64_MAX - 9) / 10) return 0;
+        x = x * 10 + (uint64_t)(name[i] - '0');
+    }
+    if (x < off) return 0;
+    *v = x - off;
     return 1;
+}
+
+int rs_member_of(const char *pattern, const char *name, uint64_t *idx)
+{
+    rs_marker m[RS_GROUP_MAX_DIMS];
+    int k = rs_group_markers(pattern, m);
+    if (k <= 0 || k > RS_GROUP_MAX_DIMS) return 0;
+    size_t n = strlen(name), plen = strlen(pattern);
+    size_t pre = m[0].at, post = plen - (m[k - 1].at + m[k - 1].len);
+    if (n < pre + post + (size_t)k || memcmp(name, pattern, pre) || memcmp(name + n - post, pattern + plen - post, post))
+        return 0;
+    uint64_t v[RS_GROUP_MAX_DIMS];
+    if (k == 1) {
+        if (!member_num(name, pre, n - post, m[0].off, &v[0])) return 0;
+    } else {
+        /* name = pre D1 mid D2 post: the first run's length decides the rest */
+        const char *mid = pattern + m[0].at + m[0].len;
+        size_t mlen = m[1].at - (m[0].at + m[0].len), e = n - post;
+        int found = 0;
+        for (size_t a = pre + 1; a + mlen < e && !found; a++) {
+            if (name[a - 1] < '0' || name[a - 1] > '9') break;
+            found = !memcmp(name + a, mid, mlen) && member_num(name, pre, a, m[0].off, &v[0]) &&
+                    member_num(name, a + mlen, e, m[1].off, &v[1]);
+        }
+        if (!found) return 0;
+    }
+    for (int i = 0; i < k; i++) idx[i] = v[i];
+    return k;
 }
 
 uint64_t rs_dims_member_chunk(uint32_t n, const uint64_t *cnt, const uint64_t *str, uint64_t offset, uint64_t m)

@@ -20,6 +20,7 @@ extern "C" {
 #define RS_PLAN_MINOR 0
 #define RS_PLAN_MINOR_GROUPS 1   /* the minor version of a plan with buffer groups */
 #define RS_PLAN_MINOR_BALANCED 2 /* ... of a plan with a balanced shard (RS_SHARD_BALANCED) */
+#define RS_PLAN_MINOR_GROUPS2 3  /* ... of a plan with a group of two member dims or a member offset */
 
 /* Lanes: NET steps run on one stream/communicator (all ranks), NVL steps on another (NVLink domain). */
 enum { RS_LANE_NET = 0, RS_LANE_NVL = 1, RS_NLANES = 2 };
@@ -170,21 +171,39 @@ void rs_prog_desc_trim(rs_rank_prog *g);
 /* Index of the binding of layout buffer `buffer` on rank prog r, or RS_NONE. */
 uint32_t rs_rank_binding(const rs_rank_prog *r, uint32_t buffer);
 
-/* ---- buffer groups (format 1.1, docs/format.md) ----
- * A binding of a group buffer is shape[0] members of bytes / shape[0] bytes each, bound separately; the
- * plan addresses the group as if its members lay back to back. A plain binding is one member. */
-/* The minor format version a plan with this layout is written in: the newest addition it uses (1.2 a
- * balanced shard, 1.1 a buffer group), else 1.0, so that older readers keep reading what they can. */
+/* ---- buffer groups (format 1.1; two member dims and member offsets 1.3; docs/format.md) ----
+ * A group's name holds one member marker per member dim (rs_buffer.group, 1 or 2): "{*}", or "{*+N}"
+ * (N > 0, no leading zero) for a member index shifted by N in the name. A binding of a group buffer is
+ * shape[0] (x shape[1] with two member dims) members of bytes / that bytes each, bound separately; the plan
+ * addresses the group as if its members lay back to back (member j = (j / shape[1], j % shape[1]) with two
+ * dims). A plain binding is one member. */
+/* The minor format version a plan with this layout is written in: the newest addition it uses (1.3 a group
+ * of two member dims or with an offset, 1.2 a balanced shard, 1.1 a buffer group), else 1.0, so that older
+ * readers keep reading what they can. */
 unsigned rs_plan_layout_minor(const rs_layout *L);
 
 #define RS_PLAN_MAX_MEMBERS (1u << 20) /* members of buffer groups one rank binds, all groups together */
+#define RS_GROUP_MAX_DIMS 2            /* member dims of a buffer group */
+#define RS_GROUP_MAX_OFFSET (1ull << 62) /* member offsets in names are below this */
 uint64_t rs_binding_members(const rs_layout *L, const rs_binding *b);
 uint64_t rs_binding_member_bytes(const rs_layout *L, const rs_binding *b);
-/* Member j's name: the group's pattern with j in place of its "{*}". Returns the length it needs
- * (like snprintf; the output is truncated to n - 1 bytes). */
-int rs_member_name(const char *pattern, uint64_t j, char *out, size_t n);
-/* Does `name` name a member of group `pattern` (returns 1 and the member in *j)? */
-int rs_member_of(const char *pattern, const char *name, uint64_t *j);
+/* Members along the second member dim (shape[1]) of a binding on a group of two member dims, else 1. */
+uint64_t rs_binding_inner_members(const rs_layout *L, const rs_binding *b);
+/* A member marker of a group name: at byte `at`, `len` bytes, offset `off`. */
+typedef struct {
+    size_t at, len;
+    uint64_t off;
+} rs_marker;
+/* The member markers of `name` (the first RS_GROUP_MAX_DIMS into m): their count. A "{*" that does not
+ * start a well-formed marker is text. */
+int rs_group_markers(const char *name, rs_marker *m);
+/* Member j's name: the group's pattern with each marker replaced by the member's index along its dim plus
+ * the marker's offset; `inner` is the member count of the second dim (rs_binding_inner_members), unused with
+ * one marker. Returns the length it needs (like snprintf; the output is truncated to n - 1 bytes). */
+int rs_member_name(const char *pattern, uint64_t j, uint64_t inner, char *out, size_t n);
+/* Does `name` name a member of group `pattern`? Returns its number of member dims (0: no) and the indices
+ * (the numbers in the name less the offsets) in idx[0..]. */
+int rs_member_of(const char *pattern, const char *name, uint64_t *idx);
 /* A descriptor on a group of members of m bytes must be a sequence of member-local runs: its dims of
  * more than one step are first some whose strides are multiples of m, then some with strides below m,
  * and the latter, from offset % m, end inside the member. Returns those runs' bytes (the product of the

@@ -224,7 +224,7 @@ static int dec_layout(rs_cur *c, const strings *S, uint32_t world, rs_layout *L,
     for (uint32_t i = 0; i < L->nbuffers && !c->bad; i++) {
         rs_buffer *b = &L->buffers[i];
         b->name = name_at(c, S);
-        uint32_t sf = (uint32_t)get(c, RS_DST | 2);
+        uint32_t sf = (uint32_t)get(c, RS_DST | RS_GROUP_MAX_DIMS << 1);
         b->side = (rs_side)(sf & 1);
         b->group = (uint8_t)(sf >> 1);
         b->dtype = (rs_dtype)get(c, RS_DT_COUNT - 1);

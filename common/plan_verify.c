@@ -131,10 +131,12 @@ int rs_plan_check_layout(const rs_layout *L, char *err, size_t errlen)
         if (b->ndim > RS_MAX_DIMS) return bad(err, errlen, "layout: buffer '%s' has %u dims", b->name, b->ndim);
         if (!shape_ok(b->shape, b->ndim, rs_dtype_size(b->dtype), NULL))
             return bad(err, errlen, "layout: buffer '%s' shape negative or too large", b->name);
-        const char *star = strstr(b->name, "{*}");
-        if (b->group > 1 || !b->group != !star || (star && strstr(star + 1, "{*}")))
-            return bad(err, errlen, "layout: buffer '%s': a group's name holds one '{*}', another buffer's none",
-                       b->name);
+        rs_marker mk[RS_GROUP_MAX_DIMS];
+        if (b->group > RS_GROUP_MAX_DIMS || rs_group_markers(b->name, mk) != b->group)
+            return bad(err, errlen, "layout: buffer '%s': a group's name holds one member marker per member dim, "
+                       "another buffer's none", b->name);
+        if (b->group && b->ndim && b->ndim < b->group)
+            return bad(err, errlen, "layout: buffer group '%s' has fewer dims than member dims", b->name);
     }
 
     for (uint32_t i = 0; i < L->npieces; i++) {
@@ -253,6 +255,8 @@ int rs_plan_verify_rank_unpacked(const rs_plan *P, uint32_t rank, const rs_desc 
             rc = bad(err, errlen, "rank %u: binding of '%s': shape differs from the buffer's", rank, b->name);
         else if (b->group && x->ndim == 0)
             rc = bad(err, errlen, "rank %u: binding of group '%s' has no member dimension", rank, b->name);
+        else if (b->group && x->ndim < b->group)
+            rc = bad(err, errlen, "rank %u: binding of group '%s' has fewer dims than member dims", rank, b->name);
         seen[x->buffer / 8] |= (uint8_t)(1u << (x->buffer % 8));
     }
     free(seen);

@@ -128,7 +128,7 @@ static void enc_layout(const rs_layout *L, strtab *st, bytes_t *b)
     for (uint32_t i = 0; i < L->nbuffers; i++) {
         const rs_buffer *u = &L->buffers[i];
         put_uv(b, str_add(st, u->name));
-        put_uv(b, (uint32_t)u->side | (uint32_t)(u->group != 0) << 1); /* bit 1: a group (1.1) */
+        put_uv(b, (uint32_t)u->side | (uint32_t)u->group << 1); /* bits 1-2: member dims of a group (1.1, 2: 1.3) */
         put_uv(b, (uint32_t)u->dtype);
         put_uv(b, u->ndim);
         for (uint32_t d = 0; d < u->ndim; d++) put_sv(b, u->shape[d]);

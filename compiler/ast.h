@@ -97,7 +97,8 @@ typedef struct ast_strpart {
     struct ast_strpart *next;
     const char *text; /* NULL for an interpolation */
     uint32_t len;
-    ast_expr *expr;   /* NULL (with text NULL) for `{*}`, the member of a buffer group */
+    ast_expr *expr;   /* NULL (with text NULL) for `{*}` or `{* + off}`, a member of a buffer group */
+    ast_expr *off;    /* `{* + off}`: the offset added to the member index in the name (NULL: none) */
 } ast_strpart;
 
 typedef struct ast_str {

@@ -114,7 +114,7 @@ int pl_bindings(pl_ctx *c)
         if (!b->group) continue;
         if (!c->bind_mb) c->bind_mb = rs_xcalloc(n, sizeof *c->bind_mb);
         uint64_t mb = (uint64_t)rs_dtype_size(b->dtype);
-        for (uint32_t d = 1; d < c->bind_nd[i]; d++) mb *= (uint64_t)c->bind_shape[i][d];
+        for (uint32_t d = b->group; d < c->bind_nd[i]; d++) mb *= (uint64_t)c->bind_shape[i][d];
         c->bind_mb[i] = mb;
     }
     return rc;
@@ -614,7 +614,7 @@ int pl_bmap_build(const rs_layout *L, uint32_t piece, const int64_t *blo, const 
     SB[bnd] = 1;
     for (int d = (int)bnd - 1; d >= 0; d--) SB[d] = SB[d + 1] * B[d];
     m->bnd = bnd;
-    m->mbytes = b->group && bnd ? bstr[0] : 0;
+    m->mbytes = b->group && bnd >= b->group ? bstr[b->group - 1] : 0;
     for (uint32_t d = 0; d < bnd; d++) {
         m->bext[d] = B[d];
         m->bstr[d] = bstr[d];

@@ -367,10 +367,22 @@ static int eval_text(sema *S, const ast_expr *e, const char **t, uint32_t *n)
     return -1;
 }
 
+/* Does the literal text hold a member marker ("{*}", "{*+N}")? */
+static int lit_has_marker(const char *lit, size_t n)
+{
+    char *z = rs_xmalloc(n + 1);
+    memcpy(z, lit, n);
+    z[n] = 0;
+    rs_marker mk[RS_GROUP_MAX_DIMS];
+    int k = rs_group_markers(z, mk);
+    free(z);
+    return k != 0;
+}
+
 static int64_t eval_str(sema *S, const ast_str *s, int slot, const char **out)
 {
     if (s->lit) {
-        if (memmem(s->lit, s->litlen, "{*}", 3)) {
+        if (memmem(s->lit, s->litlen, "{*", 2) && lit_has_marker(s->lit, s->litlen)) {
             ERR(s->loc, "'{*}' written as '{{*}}' in a name: it is reserved for the members of a buffer group");
             return -1;
         }
@@ -392,12 +404,17 @@ static int64_t eval_str(sema *S, const ast_str *s, int slot, const char **out)
                             "name after `as`");
                 return -1;
             }
-            if (members++) {
-                ERR(s->loc, "a buffer group's name holds one '{*}'");
+            if (members++ == RS_GROUP_MAX_DIMS) {
+                ERR(s->loc, "a buffer group's name holds one or two '{*}' (its member dims), not more");
                 return -1;
             }
-            t = "{*}";
-            k = 3;
+            int64_t off = 0;
+            if (p->off && eval(S, p->off, &off)) return -1;
+            if (off < 0 || (uint64_t)off >= RS_GROUP_MAX_OFFSET) {
+                ERR(p->off->loc, "a member offset in '{* + offset}' must be in 0 .. 2^62 - 1 (it is %lld)", LL(off));
+                return -1;
+            }
+            k = (size_t)snprintf(num, sizeof num, off ? "{*+%lld}" : "{*}", LL(off));
         } else if (is_text(p->expr)) {
             uint32_t tn;
             if (eval_text(S, p->expr, &t, &tn)) return -1;
@@ -434,10 +451,18 @@ static int64_t eval_str(sema *S, const ast_str *s, int slot, const char **out)
     }
     S->nb[slot][n] = 0;
     *out = S->nb[slot];
-    const char *star = memmem(S->nb[slot], n, "{*}", 3);
-    if (star && (!members || memmem(star + 1, n - (size_t)(star + 1 - S->nb[slot]), "{*}", 3))) {
+    rs_marker mk[RS_GROUP_MAX_DIMS];
+    if (rs_group_markers(S->nb[slot], mk) != members) {
         ERR(s->loc, "'{*}' written as '{{*}}' in a name: it is reserved for the members of a buffer group");
         return -1;
+    }
+    if (members == 2) { /* distinct members, distinct names: the first member number ends where text starts */
+        const char *mid = S->nb[slot] + mk[0].at + mk[0].len;
+        if (mk[1].at == mk[0].at + mk[0].len || (*mid >= '0' && *mid <= '9')) {
+            ERR(s->loc, "the two '{*}' of a buffer group's name must be separated by text that starts with a "
+                        "non-digit ('%s')", S->nb[slot]);
+            return -1;
+        }
     }
     return (int64_t)n;
 }
@@ -1357,10 +1382,12 @@ static void elab_piece(sema *S, const ast_stmt *st)
     uint32_t bi = smap_get(&S->bmap[P->side], bname, (uint32_t)blen, bh);
     if (bi == RS_NONE) {
         rs_buffer b = {.side = (rs_side)P->side, .dtype = t->dtype, .ndim = bnd};
-        b.group = strstr(bname, "{*}") != NULL;
-        if (b.group && (explicit_ ? bnd : t->ndim) < 2) {
-            ERR(P->buffer->loc, "buffer group '%s' needs two dimensions or more: the first indexes its members, "
-                                "the others are each member's (%s has %u)", bname, explicit_ ? "its shape" : "the tensor",
+        rs_marker mk[RS_GROUP_MAX_DIMS];
+        b.group = (uint8_t)rs_group_markers(bname, mk);
+        if (b.group && (explicit_ ? bnd : t->ndim) < b.group + 1u) {
+            ERR(P->buffer->loc, "buffer group '%s' needs %s dimensions or more: the first %s its members, "
+                                "the others are each member's (%s has %u)", bname, b.group == 1 ? "two" : "three",
+                b.group == 1 ? "indexes" : "two index", explicit_ ? "its shape" : "the tensor",
                 explicit_ ? bnd : t->ndim);
             tinf->bad_piece = 1;
             return;
@@ -2154,12 +2181,14 @@ static int gkey_cmp(const void *x, const void *y)
 /* A member's name must not be another buffer's (of the same side): both would name the same memory.
  * Plain names are split at every run of up to 20 digits and the split looked up among the groups' (prefix,
  * suffix) pairs; groups are compared in pairs only when their names differ just in digits next to '{*}'. */
-static void check_groups(sema *S)
+static int classic_group(const rs_buffer *b) { return b->group == 1 && strstr(b->name, "{*}"); }
+
+static void check_groups_classic(sema *S)
 {
     const rs_layout *L = S->L;
     rs_vec(gkey) gk = {0};
     for (uint32_t b = 0; b < L->nbuffers; b++)
-        if (L->buffers[b].group) rs_vec_push(&gk, ((gkey){group_key(&L->buffers[b]), b}));
+        if (classic_group(&L->buffers[b])) rs_vec_push(&gk, ((gkey){group_key(&L->buffers[b]), b}));
     if (!gk.n) return;
     /* open addressing: (prefix, suffix, side) key -> group */
     uint32_t cap = 16;
@@ -2228,6 +2257,114 @@ static void check_groups(sema *S)
             NOTE(S->binfo.v[gk.v[i].b].loc, "buffer group '%s' is here", g->name);
         }
     rs_vec_free(&gk);
+}
+
+/* A name as tokens: a byte, or MARK for a member marker (one or more digits). */
+#define MARK 256
+static size_t name_tokens(const char *name, uint16_t *tok)
+{
+    rs_marker mk[RS_GROUP_MAX_DIMS];
+    int k = rs_group_markers(name, mk);
+    size_t n = 0, i = 0;
+    for (int m = 0; m <= k && m <= RS_GROUP_MAX_DIMS; m++) {
+        size_t end = m < k ? mk[m].at : strlen(name);
+        for (; i < end; i++) tok[n++] = (unsigned char)name[i];
+        if (m < k) {
+            tok[n++] = MARK;
+            i = mk[m].at + mk[m].len;
+        }
+    }
+    return n;
+}
+
+/* Is there a string both token lists match (a MARK matching any run of digits)? A search over pairs of
+ * positions, each either at a token or inside a MARK's run; `budget` counts the pairs visited. */
+static int tokens_meet(const uint16_t *p, size_t np, const uint16_t *q, size_t nq, uint64_t *budget)
+{
+    size_t w = 2 * (nq + 1), nstate = 2 * (np + 1) * w;
+    uint8_t *seen = rs_xcalloc(nstate, 1);
+    uint32_t *stack = rs_xmalloc(nstate * sizeof *stack);
+    size_t top = 0;
+    int met = 0;
+#define PUSH(i, a, j, b)                                                                                              \
+    do {                                                                                                              \
+        size_t st_ = ((size_t)(i) * 2 + (a)) * w + (size_t)(j) * 2 + (b);                                             \
+        if (!seen[st_]) seen[st_] = 1, stack[top++] = (uint32_t)st_;                                                  \
+    } while (0)
+    PUSH(0, 0, 0, 0);
+    while (top && !met && *budget) {
+        (*budget)--;
+        uint32_t st = stack[--top];
+        size_t i = st / w / 2, a = st / w % 2, j = st % w / 2, b = st % 2;
+        if (i == np && !a && j == nq && !b) {
+            met = 1;
+            break;
+        }
+        if (a) PUSH(i + 1, 0, j, b); /* a run may end */
+        if (b) PUSH(i, a, j + 1, 0);
+        /* one character both sides take: p's or q's literal, else a digit */
+        int cp = a ? -1 : i < np ? p[i] : -2, cq = b ? -1 : j < nq ? q[j] : -2;
+        if (cp == -2 || cq == -2) continue;
+        int ch = cp >= 0 && cp != MARK ? cp : cq >= 0 && cq != MARK ? cq : '0';
+        int pd = cp == -1 || cp == MARK, qd = cq == -1 || cq == MARK; /* a digit run goes on or starts */
+        int pok = pd ? ch >= '0' && ch <= '9' : cp == ch, qok = qd ? ch >= '0' && ch <= '9' : cq == ch;
+        if (pok && qok) PUSH(pd ? i : i + 1, pd, qd ? j : j + 1, qd);
+    }
+#undef PUSH
+    free(seen);
+    free(stack);
+    return met;
+}
+
+#define MARKED_PAIR_BUDGET 100000000ull /* positions visited comparing names with groups of the newer forms */
+
+/* Groups of two member dims or with a member offset (format 1.3) against every other buffer of their side: a
+ * plain name must not be one of their members; another group must not be able to name the same member (by
+ * the names alone, as for the groups above, not the member counts or offsets). */
+static void check_groups_marked(sema *S)
+{
+    const rs_layout *L = S->L;
+    uint64_t budget = MARKED_PAIR_BUDGET;
+    uint16_t *tp = NULL, *tq = NULL;
+    for (uint32_t g = 0; g < L->nbuffers && !stopped(S); g++) {
+        const rs_buffer *G = &L->buffers[g];
+        if (!G->group || classic_group(G)) continue;
+        tp = rs_xrealloc(tp, (strlen(G->name) + 1) * sizeof *tp);
+        size_t np = name_tokens(G->name, tp);
+        for (uint32_t b = 0; b < L->nbuffers && !stopped(S); b++) {
+            const rs_buffer *B = &L->buffers[b];
+            if (b == g || B->side != G->side || (B->group && !classic_group(B) && b < g)) continue;
+            uint64_t idx[RS_GROUP_MAX_DIMS];
+            int hit;
+            if (!B->group) hit = budget-- && rs_member_of(G->name, B->name, idx) > 0;
+            else {
+                tq = rs_xrealloc(tq, (strlen(B->name) + 1) * sizeof *tq);
+                size_t nq = name_tokens(B->name, tq);
+                hit = tokens_meet(tp, np, tq, nq, &budget);
+            }
+            if (!budget) {
+                ERR(S->binfo.v[g].loc, "comparing the names of buffer group '%s' with the other buffers takes too "
+                    "long: give the groups names that differ earlier", G->name);
+                b = g = L->nbuffers;
+                break;
+            }
+            if (!hit) continue;
+            if (!B->group) {
+                ERR(S->binfo.v[b].loc, "buffer '%s' is also a member of buffer group '%s'", B->name, G->name);
+            } else {
+                ERR(S->binfo.v[b].loc, "buffer groups '%s' and '%s' can name the same member", B->name, G->name);
+            }
+            NOTE(S->binfo.v[g].loc, "buffer group '%s' is here", G->name);
+        }
+    }
+    free(tp);
+    free(tq);
+}
+
+static void check_groups(sema *S)
+{
+    check_groups_classic(S);
+    if (!stopped(S)) check_groups_marked(S);
 }
 
 /* ---------------------------------------------------------------- assembly */

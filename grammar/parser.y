@@ -386,6 +386,8 @@ strparts: %empty            { $$ = (ast_list){0}; }
         { $$ = $1; ast_strpart *p = NEW(ast_strpart); p->expr = $3; ADD($$, p); }
     | strparts INTERP_BEGIN '*' INTERP_END
         { $$ = $1; ast_strpart *p = NEW(ast_strpart); ADD($$, p); }
+    | strparts INTERP_BEGIN '*' '+' expr INTERP_END
+        { $$ = $1; ast_strpart *p = NEW(ast_strpart); p->off = $5; ADD($$, p); }
     ;
 
 topo_items: %empty          { $$ = (ast_list){0}; }

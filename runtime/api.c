@@ -164,9 +164,10 @@ const char *rs_rt_slot_name(const struct rsPlan *cp, const rs_rank_prog *g, uint
         p->nmnames[b] = n;
     }
     if (!p->mnames[b][member]) {
-        int len = rs_member_name(buf->name, member, NULL, 0);
+        uint64_t inner = rs_binding_inner_members(&p->P.layout, &g->bindings[binding]);
+        int len = rs_member_name(buf->name, member, inner, NULL, 0);
         char *s = rs_xmalloc((size_t)len + 1);
-        rs_member_name(buf->name, member, s, (size_t)len + 1);
+        rs_member_name(buf->name, member, inner, s, (size_t)len + 1);
         p->mnames[b][member] = s;
     }
     const char *name = p->mnames[b][member];
@@ -295,8 +296,8 @@ rsResult_t rsPlanGetBuffer(rsPlan_t plan, int rank, int index, rsBufferInfo_t *i
     info->name = rs_rt_slot_name(plan, g, bi, j);
     info->side = buf->side == RS_DST ? rsSideDestination : rsSideSource;
     info->dtype = rs_dtype_name(buf->dtype);
-    /* a member of a group has the group's shape without its first dim */
-    uint32_t d0 = buf->group ? 1 : 0;
+    /* a member of a group has the group's shape without its member dims */
+    uint32_t d0 = buf->group;
     info->ndim = (int)(b->ndim - d0);
     for (uint32_t d = d0; d < b->ndim && d - d0 < 8; d++) info->shape[d - d0] = b->shape[d];
     info->bytes = (size_t)rs_binding_member_bytes(&plan->P.layout, b);

@@ -45,10 +45,12 @@ endfunction()
 # group; experts_grouped_ep has whole experts per inference rank (boxes covering whole members, which must
 # not fold into one run across members); colocated_grouped has local COPYs between a group and a plain
 # buffer on the same rank. experts_balanced (format 1.2): vLLM's uneven expert split, shard(0, balanced)
-# over a mesh view. `reshardc verify` (run by each) refuses any descriptor that crosses a member.
+# over a mesh view. experts_stacked (format 1.3): a whole stage's per-expert parameters as one group of two
+# member dims, vLLM's per-layer stacks as a group over layers, both with a member offset in their names.
+# `reshardc verify` (run by each) refuses any descriptor that crosses a member.
 foreach(g row_to_column replicated_one_domain replicated_across_domains pipeline_stages experts ragged colocated
-          fused_qkv experts_grouped experts_grouped_ep colocated_grouped experts_balanced fanout_zero_copy
-          fanout_zero_copy_option)
+          fused_qkv experts_grouped experts_grouped_ep colocated_grouped experts_balanced experts_stacked
+          fanout_zero_copy fanout_zero_copy_option)
   rs_golden_args(${CMAKE_CURRENT_SOURCE_DIR}/golden/${g}.layout args)
   rs_add_golden_dump(${g} ${CMAKE_CURRENT_SOURCE_DIR}/golden/${g}.layout ${args})
 endforeach()

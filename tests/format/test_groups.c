@@ -88,12 +88,12 @@ static void test_helpers(void)
     uint64_t j = 77;
 
     /* member names: j in place of "{*}", returns the length needed like snprintf */
-    EXPECT(rs_member_name("experts.{*}.w", 12, buf, sizeof buf) == 12 && !strcmp(buf, "experts.12.w"));
-    EXPECT(rs_member_name("{*}", 0, buf, sizeof buf) == 1 && !strcmp(buf, "0"));
-    EXPECT(rs_member_name("w{*}", 18446744073709551615ull, buf, sizeof buf) == 21 &&
+    EXPECT(rs_member_name("experts.{*}.w", 12, 0, buf, sizeof buf) == 12 && !strcmp(buf, "experts.12.w"));
+    EXPECT(rs_member_name("{*}", 0, 0, buf, sizeof buf) == 1 && !strcmp(buf, "0"));
+    EXPECT(rs_member_name("w{*}", 18446744073709551615ull, 0, buf, sizeof buf) == 21 &&
            !strcmp(buf, "w18446744073709551615"));
-    EXPECT(rs_member_name("plain", 3, buf, sizeof buf) == 5 && !strcmp(buf, "plain"));
-    EXPECT(rs_member_name("experts.{*}.w", 12, buf, 5) == 12 && !strcmp(buf, "expe")); /* truncated */
+    EXPECT(rs_member_name("plain", 3, 0, buf, sizeof buf) == 5 && !strcmp(buf, "plain"));
+    EXPECT(rs_member_name("experts.{*}.w", 12, 0, buf, 5) == 12 && !strcmp(buf, "expe")); /* truncated */
 
     /* member_of: digits without leading zeros between the prefix and the suffix */
     EXPECT(rs_member_of("x.{*}", "x.3", &j) && j == 3);
@@ -120,6 +120,29 @@ static void test_helpers(void)
     EXPECT(!rs_member_of("w{*}", "w99999999999999999999", &j)); /* does not fit in 64 bits */
     j = 77;
     EXPECT(!rs_member_of("x.{*}", "x.3x", &j) && j == 77); /* *j untouched on failure */
+
+    /* two member dims and offsets (1.3): member j = (j / inner, j % inner), each plus its marker's offset */
+    uint64_t ij[2] = {77, 77};
+    EXPECT(rs_member_name("l.{*}.e{*}", 13, 4, buf, sizeof buf) == 6 && !strcmp(buf, "l.3.e1"));
+    EXPECT(rs_member_name("l.{*+3}.e{*}", 13, 4, buf, sizeof buf) == 6 && !strcmp(buf, "l.6.e1"));
+    EXPECT(rs_member_name("l.{*}.e{*+10}", 13, 4, buf, sizeof buf) == 7 && !strcmp(buf, "l.3.e11"));
+    EXPECT(rs_member_name("m.{*+58}.w", 2, 0, buf, sizeof buf) == 6 && !strcmp(buf, "m.60.w"));
+    EXPECT(rs_member_name("l.{*+3}.e{*}", 13, 4, buf, 4) == 6 && !strcmp(buf, "l.6")); /* truncated */
+    EXPECT(rs_member_name("x{*+0}y", 5, 0, buf, sizeof buf) == 7 && !strcmp(buf, "x{*+0}y")); /* not a marker */
+    EXPECT(rs_member_of("l.{*}.e{*}", "l.3.e1", ij) == 2 && ij[0] == 3 && ij[1] == 1);
+    EXPECT(rs_member_of("l.{*+3}.e{*}", "l.6.e10", ij) == 2 && ij[0] == 3 && ij[1] == 10);
+    EXPECT(!rs_member_of("l.{*+3}.e{*}", "l.2.e1", ij)); /* below the offset */
+    EXPECT(!rs_member_of("l.{*}.e{*}", "l.03.e1", ij));
+    EXPECT(!rs_member_of("l.{*}.e{*}", "l.3.e", ij));
+    EXPECT(!rs_member_of("l.{*}.e{*}", "l..e1", ij));
+    EXPECT(!rs_member_of("l.{*}.e{*}", "l.3.f1", ij));
+    EXPECT(rs_member_of("m.{*+58}.w", "m.60.w", ij) == 1 && ij[0] == 2);
+    EXPECT(rs_member_of("{*}1{*}", "21213", ij) == 2 && ij[0] == 2 && ij[1] == 213); /* the first split that fits */
+    rs_marker mk[2];
+    EXPECT(rs_group_markers("a{*}b{*+7}c{*d{*+07}", mk) == 2 && mk[0].at == 1 && mk[0].len == 3 && !mk[0].off &&
+           mk[1].at == 5 && mk[1].len == 5 && mk[1].off == 7);
+    EXPECT(rs_group_markers("{*+4611686018427387904}", mk) == 0); /* offset 2^62: too large, so text */
+    EXPECT(rs_group_markers("{*+4611686018427387903}", mk) == 1 && mk[0].off == 4611686018427387903ull);
 
     /* member chunk: member-stepping dims (strides multiple of m) outside member-local dims that end
      * inside the member; returns the member-local run's bytes */
@@ -496,17 +519,18 @@ static void test_codec(const char *dir)
     free(a);
     rs_plan_free(&P);
 
-    /* in memory: the flag and the name must agree, one '{*}', flag 0 or 1 */
+    /* in memory: the flag and the name must agree, one member marker per member dim, flag 0, 1 or 2 */
     static const struct {
         const char *name;
         int group;
-    } lbad[] = {{"layers.{*}.w", 0}, {"layers.w", 1}, {"layers.{*}.{*}", 1}, {"layers.{*}.w", 2}};
+    } lbad[] = {{"layers.{*}.w", 0}, {"layers.w", 1},           {"layers.{*}.{*}", 1}, {"layers.{*}.w", 2},
+                {"l.{*+2}.w", 0},    {"l.{*}.{*+1}", 1}, {"l.{*}.{*}.{*}", 3}};
     for (size_t i = 0; i < sizeof lbad / sizeof lbad[0]; i++) {
         build_grouped(&P);
         rename_buffer(&P, 0, lbad[i].name, lbad[i].group);
         err[0] = 0;
         if (rs_plan_encode(&P, &a, &na, err, sizeof err) != -1 ||
-            !strstr(err, "a group's name holds one '{*}', another buffer's none")) {
+            !strstr(err, "a group's name holds one member marker per member dim, another buffer's none")) {
             fprintf(stderr, "buffer '%s' group %d: got '%s'\n", lbad[i].name, lbad[i].group, err);
             failed = 1;
         }

@@ -36,7 +36,8 @@ def setUpModule():
     reshardc = os.environ.get("RESHARDC", os.path.join(ROOT, "build", "compiler", "reshardc"))
     for name, layout in (("tiny", "tests/consumer/tiny.layout"), ("mixed", "tests/python/mixed.layout"),
                          ("colocated", "tests/python/colocated.layout"), ("experts", "tests/python/experts.layout"),
-                         ("balanced", "tests/golden/experts_balanced.layout")):
+                         ("balanced", "tests/golden/experts_balanced.layout"),
+                         ("stacked", "tests/golden/experts_stacked.layout")):
         out = os.path.join(TMP, name + ".plan")
         subprocess.run([reshardc, os.path.join(ROOT, layout), "-o", out], check=True, stdout=subprocess.DEVNULL)
         PLANS[name] = out
@@ -198,6 +199,37 @@ class PlanTests(unittest.TestCase):
         for e in range(2):
             for j in range(2):
                 np.testing.assert_array_equal(train[e]["experts.bias%d" % j], b[2 * e + j])
+
+    def test_buffer_group_two_member_dims(self):
+        """A group of two member dims lists member (l, j) as the name with l and j (plus each marker's offset)
+        in place of its two '{*}', l outer; a group over layers with an offset names layer l as l + 1."""
+        p = reshard.Plan(PLANS["stacked"])
+        self.assertEqual(p.info.format_version, (1, 3))
+        src = [(x.name, x.shape, x.nbytes) for x in p.buffers(1)]
+        self.assertEqual(len(src), 3 * 4 + 1)
+        self.assertEqual(src[:5], [("decoder.layers.%d.mlp.experts.linear_fc1.weight%d" % (1 + l, j), (2, 8, 4), 128)
+                                   for l, j in ((0, 0), (0, 1), (0, 2), (0, 3), (1, 0))])
+        self.assertEqual(src[11][0], "decoder.layers.3.mlp.experts.linear_fc1.weight3")
+        self.assertEqual([(x.name, x.side, x.shape) for x in p.buffers(5)][:3],
+                         [("model.layers.%d.mlp.experts.w13_weight" % (1 + l), "destination", (8, 2, 2, 4))
+                          for l in range(3)])
+        p.close()
+        # every element through the named members: w13[l, e] of EP rank e // 4 is weight{e % 4} of layer l + 1
+        L_, E, F, H = 3, 8, 8, 4
+        w = np.arange(L_ * E * 2 * F * H, dtype=np.float32).reshape(L_, E, 2, F, H).astype(np.uint16)
+        train = [dict({"decoder.layers.%d.mlp.experts.linear_fc1.weight%d" % (l + 1, j): w[l, 4 * e + j].copy()
+                       for l in range(L_) for j in range(4)},
+                      **{"decoder.layers.1.pre_mlp_layernorm.weight": np.arange(H, dtype=np.uint16)})
+                 for e in range(2)]
+        idle = [{} for _ in range(2)]
+        infer = [dict({"model.layers.%d.mlp.experts.w13_weight" % (l + 1): np.zeros((E, 2, 2, H), np.uint16)
+                       for l in range(L_)}, **{"model.layers.1.post_attention_layernorm.weight":
+                                                  np.zeros(H, np.uint16)}) for _ in range(4)]
+        replay(PLANS["stacked"], train + idle + infer, 8)
+        for t in range(4):
+            for l in range(L_):
+                np.testing.assert_array_equal(infer[t]["model.layers.%d.mlp.experts.w13_weight" % (l + 1)],
+                                              w[l, :, :, 2 * t:2 * t + 2, :])
 
     def test_buffer_group_member_errors(self):
         """A member left unbound is named by run(); a destination member over another one is refused."""

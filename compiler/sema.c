@@ -2318,9 +2318,35 @@ static int tokens_meet(const uint16_t *p, size_t np, const uint16_t *q, size_t n
 
 #define MARKED_PAIR_BUDGET 100000000ull /* positions visited comparing names with groups of the newer forms */
 
-/* Groups of two member dims or with a member offset (format 1.3) against every other buffer of their side: a
- * plain name must not be one of their members; another group must not be able to name the same member (by
- * the names alone, as for the groups above, not the member counts or offsets). */
+/* A rank that binds both buffers a and b (a piece of each is placed on it), or -1. */
+static int32_t buffers_share_rank(sema *S, uint32_t a, uint32_t b)
+{
+    const rs_layout *L = S->L;
+    uint32_t w = L->topo.world ? L->topo.world : 1;
+    uint8_t *on = rs_xcalloc(w, 1);
+    int32_t shared = -1;
+    for (uint32_t i = 0; i < L->npieces; i++)
+        if (L->pieces[i].buffer == a) {
+            rank_iter it;
+            iter_init(&it, L, &L->pieces[i]);
+            for (int32_t r; (r = iter_next(&it)) >= 0;)
+                if ((uint32_t)r < w) on[r] = 1;
+        }
+    for (uint32_t i = 0; i < L->npieces && shared < 0; i++)
+        if (L->pieces[i].buffer == b) {
+            rank_iter it;
+            iter_init(&it, L, &L->pieces[i]);
+            for (int32_t r; (r = iter_next(&it)) >= 0 && shared < 0;)
+                if ((uint32_t)r < w && on[r]) shared = r;
+        }
+    free(on);
+    return shared;
+}
+
+/* Groups of two member dims or with a member offset (format 1.3) against every other buffer of their side, on
+ * the ranks that bind both: a plain name must not be one of their members; another group must not be able to
+ * name the same member (judged by the names, not the member counts). Unlike the groups above, such names may
+ * meet on different ranks: a pipeline stage's "decoder.layers.{* + 1}..." beside the others' "...{*}...". */
 static void check_groups_marked(sema *S)
 {
     const rs_layout *L = S->L;
@@ -2348,11 +2374,14 @@ static void check_groups_marked(sema *S)
                 b = g = L->nbuffers;
                 break;
             }
-            if (!hit) continue;
+            int32_t r = hit ? buffers_share_rank(S, g, b) : -1;
+            if (r < 0) continue;
             if (!B->group) {
-                ERR(S->binfo.v[b].loc, "buffer '%s' is also a member of buffer group '%s'", B->name, G->name);
+                ERR(S->binfo.v[b].loc, "buffer '%s' is also a member of buffer group '%s' on rank %d", B->name,
+                    G->name, r);
             } else {
-                ERR(S->binfo.v[b].loc, "buffer groups '%s' and '%s' can name the same member", B->name, G->name);
+                ERR(S->binfo.v[b].loc, "buffer groups '%s' and '%s' can name the same member on rank %d", B->name,
+                    G->name, r);
             }
             NOTE(S->binfo.v[g].loc, "buffer group '%s' is here", G->name);
         }

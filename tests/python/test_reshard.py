@@ -205,28 +205,34 @@ class PlanTests(unittest.TestCase):
         in place of its two '{*}', l outer; a group over layers with an offset names layer l as l + 1."""
         p = reshard.Plan(PLANS["stacked"])
         self.assertEqual(p.info.format_version, (1, 3))
-        src = [(x.name, x.shape, x.nbytes) for x in p.buffers(1)]
-        self.assertEqual(len(src), 3 * 4 + 1)
-        self.assertEqual(src[:5], [("decoder.layers.%d.mlp.experts.linear_fc1.weight%d" % (1 + l, j), (2, 8, 4), 128)
-                                   for l, j in ((0, 0), (0, 1), (0, 2), (0, 3), (1, 0))])
-        self.assertEqual(src[11][0], "decoder.layers.3.mlp.experts.linear_fc1.weight3")
+        fc1 = "decoder.layers.%d.mlp.experts.linear_fc1.weight%d"
+        self.assertEqual([(x.name, x.shape, x.nbytes) for x in p.buffers(1)],
+                         [(fc1 % (1, j), (2, 8, 4), 128) for j in range(4)] +
+                         [("decoder.layers.1.pre_mlp_layernorm.weight", (4,), 8)])
+        self.assertEqual([x.name for x in p.buffers(2)], [fc1 % (l, j) for l in range(2) for j in range(4)])
         self.assertEqual([(x.name, x.side, x.shape) for x in p.buffers(5)][:3],
                          [("model.layers.%d.mlp.experts.w13_weight" % (1 + l), "destination", (8, 2, 2, 4))
                           for l in range(3)])
         p.close()
-        # every element through the named members: w13[l, e] of EP rank e // 4 is weight{e % 4} of layer l + 1
+        # every element through the named members: w13[l, e] on EP rank e // 4 of its stage is local expert
+        # e % 4; stage 0 holds tensor layer 0 (its local layer 1), stage 1 tensor layers 1-2 (local 0-1)
         L_, E, F, H = 3, 8, 8, 4
         w = np.arange(L_ * E * 2 * F * H, dtype=np.float32).reshape(L_, E, 2, F, H).astype(np.uint16)
-        train = [dict({"decoder.layers.%d.mlp.experts.linear_fc1.weight%d" % (l + 1, j): w[l, 4 * e + j].copy()
-                       for l in range(L_) for j in range(4)},
-                      **{"decoder.layers.1.pre_mlp_layernorm.weight": np.arange(H, dtype=np.uint16)})
-                 for e in range(2)]
-        idle = [{} for _ in range(2)]
+        ln = np.arange(H, dtype=np.uint16) + 7
+        train = []
+        for s in range(2):
+            for e in range(2):
+                mine = {(1, 0)} if s == 0 else {(0, 1), (1, 2)}  # (local layer, tensor layer)
+                arrays = {fc1 % (ll, j): w[tl, 4 * e + j].copy() for ll, tl in mine for j in range(4)}
+                if s == 0:
+                    arrays["decoder.layers.1.pre_mlp_layernorm.weight"] = ln.copy()
+                train.append(arrays)
         infer = [dict({"model.layers.%d.mlp.experts.w13_weight" % (l + 1): np.zeros((E, 2, 2, H), np.uint16)
                        for l in range(L_)}, **{"model.layers.1.post_attention_layernorm.weight":
                                                   np.zeros(H, np.uint16)}) for _ in range(4)]
-        replay(PLANS["stacked"], train + idle + infer, 8)
+        replay(PLANS["stacked"], train + infer, 8)
         for t in range(4):
+            np.testing.assert_array_equal(infer[t]["model.layers.1.post_attention_layernorm.weight"], ln)
             for l in range(L_):
                 np.testing.assert_array_equal(infer[t]["model.layers.%d.mlp.experts.w13_weight" % (l + 1)],
                                               w[l, :, :, 2 * t:2 * t + 2, :])

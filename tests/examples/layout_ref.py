@@ -408,6 +408,12 @@ class Layout:
             elif s[i:i + 3] == "{*}":   # a buffer group: members are named later (layout_buffers)
                 out.append("{*}")
                 i += 3
+            elif re.match(r"\{\s*\*\s*\+", s[i:]):   # "{* + offset}": a member index shifted in the name
+                j = s.index("}", i)
+                p = Parser(tokenize(s[s.index("+", i) + 1:j], "<string>"), "<string>")
+                off = self.ev(p.expr(), scope)
+                out.append("{*+%d}" % off if off else "{*}")
+                i = j + 1
             elif c == "{":
                 j = s.index("}", i)
                 p = Parser(tokenize(s[i + 1:j], "<string>"), "<string>")
@@ -588,8 +594,10 @@ def layout_buffers(lay, side):
                 positions = box_offsets(blo, bhi, p["bshape"])
                 assert len(positions) == n, f"box of {p['buf']} has {len(positions)} elements, block {n}"
             key = (rank, p["buf"])
-            if "{*}" in p["buf"]:
-                members[key] = hi[0] - lo[0] if p["bshape"] is None else p["bshape"][0]
+            marks = MARKER.findall(p["buf"])
+            if marks:   # member counts along the first len(marks) dims of the block or the buffer
+                dims = [h - l for l, h in zip(lo, hi)] if p["bshape"] is None else p["bshape"]
+                members[key] = dims[:len(marks)]
             mk = (tuple(lo), tuple(hi))
             elems = memo.get(mk)
             if elems is None:
@@ -605,15 +613,24 @@ def layout_buffers(lay, side):
             for pos, e in zip(positions, elems):
                 assert fill[pos] is None, f"{key}: position {pos} filled twice"
                 fill[pos] = e
-    # A group's first dim indexes its members, each a buffer of its own named with its index for "{*}".
-    for (rank, name), n in members.items():
+    # A group's first one or two dims index its members, each a buffer of its own named with its index along
+    # each dim (plus the marker's offset) in place of each "{*}" / "{*+N}".
+    for (rank, name), dims in members.items():
         elems = out.pop((rank, name))
+        n = 1
+        for d in dims:
+            n *= d
         size = len(elems) // n
         for j in range(n):
-            key = (rank, name.replace("{*}", str(j)))
+            idx = [j] if len(dims) == 1 else [j // dims[1], j % dims[1]]
+            it = iter(idx)
+            key = (rank, MARKER.sub(lambda m: str(next(it) + int(m.group(1) or 0)), name))
             assert key not in out, f"{key}: member of {name} is also another buffer"
             out[key] = elems[j * size:(j + 1) * size]
     return out
+
+
+MARKER = re.compile(r"\{\*(?:\+([1-9][0-9]*))?\}")
 
 # ---------------------------------------------------------------------------------------------------------
 # Toy checkpoint and the two frameworks' sharding. A weight is (shape, flat list of ids); None is padding.

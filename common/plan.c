@@ -147,7 +147,9 @@ unsigned rs_plan_layout_minor(const rs_layout *L)
     int groups = 0, groups2 = 0, balanced = 0;
     for (uint32_t i = 0; i < L->nbuffers; i++) {
         const rs_buffer *b = &L->buffers[i];
-        groups2 |= b->group > 1 || (b->group && strstr(b->name, "{*+")); /* two member dims, or an offset */
+        rs_marker mk[RS_GROUP_MAX_DIMS];
+        int n = b->group ? rs_group_markers(b->name, mk) : 0;
+        groups2 |= b->group > 1 || (n == 1 && mk[0].off); /* two member dims, or an offset */
         groups |= b->group != 0;
     }
     for (uint32_t i = 0; i < L->nplaces; i++)

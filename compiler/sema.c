@@ -2281,7 +2281,20 @@ static size_t name_tokens(const char *name, uint16_t *tok)
  * positions, each either at a token or inside a MARK's run; `budget` counts the pairs visited. */
 static int tokens_meet(const uint16_t *p, size_t np, const uint16_t *q, size_t nq, uint64_t *budget)
 {
+    /* literal heads and tails must agree: what is left starts and ends with a marker on one side */
+    while (np && nq && p[0] != MARK && q[0] != MARK) {
+        if (p[0] != q[0]) return 0;
+        p++, q++, np--, nq--;
+    }
+    while (np && nq && p[np - 1] != MARK && q[nq - 1] != MARK) {
+        if (p[np - 1] != q[nq - 1]) return 0;
+        np--, nq--;
+    }
     size_t w = 2 * (nq + 1), nstate = 2 * (np + 1) * w;
+    if (nstate > *budget || nstate > ((size_t)1 << 22)) { /* names too long between their markers */
+        *budget = 0;
+        return 0;
+    }
     uint8_t *seen = rs_xcalloc(nstate, 1);
     uint32_t *stack = rs_xmalloc(nstate * sizeof *stack);
     size_t top = 0;

@@ -3,7 +3,8 @@
  * process and prints a table: front end and planner CPU time (per phase), peak memory, ops, plan size,
  * the time to decode and verify the busiest rank's section, sender balance, and the network bytes
  * entering each destination domain against the bytes that domain needs.
- * Usage: planner_bench [LAYOUT] [-D NAME=VALUE]... [--staging BYTES] [--strided-reads] [--no-verify] */
+ * Usage: planner_bench [LAYOUT] [-D NAME=VALUE]... [--staging BYTES] [--fanout-zero-copy BYTES]
+ *                      [--strided-reads] [--no-verify] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,8 @@ int main(int argc, char **argv)
             user_defs = 1;
         } else if (!strcmp(argv[i], "--staging") && i + 1 < argc) {
             po.staging_bytes = strtoull(argv[++i], NULL, 0);
+        } else if (!strcmp(argv[i], "--fanout-zero-copy") && i + 1 < argc) {
+            po.fanout_zero_copy = strtoull(argv[++i], NULL, 0); /* bytes, as a number */
         } else if (!strcmp(argv[i], "--strided-reads")) {
             po.strided_reads = 1;
         } else if (!strcmp(argv[i], "--no-verify")) {
@@ -71,8 +74,8 @@ int main(int argc, char **argv)
         } else if (argv[i][0] != '-') {
             path = argv[i];
         } else {
-            fprintf(stderr, "usage: planner_bench [LAYOUT] [-D NAME=VALUE]... [--staging BYTES] [--strided-reads] "
-                            "[--no-verify]\n");
+            fprintf(stderr, "usage: planner_bench [LAYOUT] [-D NAME=VALUE]... [--staging BYTES] "
+                            "[--fanout-zero-copy BYTES] [--strided-reads] [--no-verify]\n");
             return 2;
         }
     }
@@ -174,7 +177,8 @@ int main(int argc, char **argv)
     printf("| rounds / steps / ops / descriptors | %u / %llu / %llu / %llu |\n", S.rounds, (unsigned long long)steps,
            (unsigned long long)ops, (unsigned long long)descs);
     printf("| messages merged (pairs of ops folded) | %llu |\n", (unsigned long long)S.merged_messages);
-    printf("| forwarded chunks zero-copy to keep their round | %llu |\n", (unsigned long long)S.fanout_zc_spill);
+    printf("| chunks zero-copy to their receivers / cut in two, to keep their round | %llu / %llu |\n",
+           (unsigned long long)S.zc_spill, (unsigned long long)S.spill_halves);
     printf("| plan.bin size (encode time) | %.1f MiB (%.2f s) |\n", len / 1048576.0, e1 - e0);
     printf("| one rank's load + verify (rank %u, %llu ops; best of 5) | %.1f ms |\n", busiest,
            (unsigned long long)busiest_ops, best * 1e3);

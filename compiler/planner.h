@@ -56,7 +56,8 @@ typedef struct {
                                 (1: no relays) */
     uint32_t rounds;         /* rounds (NET/NVL step pairs) */
     uint64_t merged_messages; /* messages folded into the one before them (pl_merge_messages) */
-    uint64_t fanout_zc_spill; /* forwarded chunks sent zero-copy because, staged, they would wait a round */
+    uint64_t zc_spill;    /* chunks sent zero-copy to their receivers because, staged, they would wait a round */
+    uint64_t spill_halves; /* chunks cut in two because, whole and staged, they would wait a round */
     uint32_t ndomains;
     uint64_t *domain_need;   /* [ndomains] bytes needed in the domain that no rank of it holds */
     uint64_t *domain_net_in; /* [ndomains] NET bytes received by ranks of the domain */

@@ -725,11 +725,11 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
     if (sd.ndim + dd.ndim > PL_PT) return 2; /* more dims than an op keeps: halve it */
     uint64_t bytes = pl_box_elems(cell->ndim, lo, hi) * cell->es;
     if (bytes > UINT32_MAX) return 2; /* an op counts in 32 bits (a staging budget over 32 GiB makes such chunks) */
-    c->st->chunks++;
     pl_pop x;
     memset(&x, 0, sizeof x);
     x.tensor = cell->tensor;
     if (p->kind == PL_LOCAL) {
+        c->st->chunks++;
         x.code = RS_OP_COPY;
         set_local(&x, 0, E->sloc, &sd);
         set_local(&x, 1, E->dloc, &dd);
@@ -745,7 +745,6 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
     uint32_t fi = E->fi;
     uint32_t wi = c->flows.v[fi].win_base + w;
     uint64_t off = c->fw_base[wi] + c->fw_run[wi];
-    c->fw_run[wi] += bytes;
     /* relays: two rounds after the round that brought the bytes (their flows are not in the round tables):
      * the bytes are unpacked in NVL step k, and NET step k + 2 (and its pack step) comes after it */
     uint32_t kmin = c->chunk_kmin;
@@ -771,20 +770,32 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
     uint64_t cs_ = zc_src ? 0 : bytes + ALIGN, cr = zc_dst ? 0 : bytes + ALIGN, cf = zc_f ? 0 : bytes + ALIGN;
     uint32_t k0 = k;
     k = fit_round(c, p, E, k0, cs_, cr, cf);
-    /* A chunk that FAN_ZC_PEERS or more domain peers take, contiguous in their buffers, smaller than that but
-     * at least zero_copy_min, goes zero-copy too when, staged, it would wait for a later round than it would
-     * zero-copy (its receivers' staging full): Qwen3-235B TP1 1.59x -> 1.37x of the bound, DeepSeek-V3 (B)
-     * 1.08x -> 1.07x; the other examples' plans are the same or within 10 ops (docs/planner.md). */
-    if (!direct && k > k0 && E->nf >= FAN_ZC_PEERS && dd.ndim == 1 && bytes >= c->o->zero_copy_min) {
+    /* A staged chunk at least zero_copy_min long and contiguous in its receivers' buffers goes zero-copy on
+     * the receiving side when, staged, it would wait for a later round than it would so (its receivers'
+     * staging taken): first for chunks that FAN_ZC_PEERS or more domain peers take (Qwen3-235B TP1 1.59x ->
+     * 1.37x of the bound, DeepSeek-V3 (B) 1.08x -> 1.07x), now for every chunk (issue 3's case 150.0 ->
+     * 146.2 ms; docs/planner.md). */
+    if (!direct && k > k0 && dd.ndim == 1 && bytes >= c->o->zero_copy_min) {
         uint64_t cs2 = sd.ndim == 1 ? 0 : bytes + ALIGN;
         uint32_t k2 = fit_round(c, p, E, k0, cs2, 0, 0);
         if (k2 < k) {
             direct = zc_dst = zc_f = 1, zc_src = sd.ndim == 1;
             cs_ = cs2, cr = cf = 0, k = k2;
-            c->st->fanout_zc_spill++;
+            c->st->zc_spill++;
         }
     }
 
+    /* A staged chunk that would still wait for a later round is cut in two while it is at least twice
+     * zero_copy_min (emit_aligned halves its outermost dim and tries each half): the halves fill what is left
+     * of the round, or come out contiguous on the receiving side and go zero-copy there (above). Without
+     * it, a chunk of up to pmax moving on whole left its round short: DeepSeek-V3 with a stage's experts
+     * stacked (14.7 MB per receiver and round) modeled 169.3 ms against 144.9 ms with it (docs/planner.md). */
+    if (k > k0 && !direct && bytes >= 2 * c->o->zero_copy_min) {
+        c->st->spill_halves++;
+        return 2;
+    }
+    c->st->chunks++;
+    c->fw_run[wi] += bytes;
     usage_add(c, p->s, k, cs_);
     while (c->chunk_k.n <= c->cur_chunk) rs_vec_push(&c->chunk_k, 0);
     if (k > c->chunk_k.v[c->cur_chunk]) c->chunk_k.v[c->cur_chunk] = k;

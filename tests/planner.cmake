@@ -27,8 +27,13 @@ add_test(NAME planner_verify_work COMMAND sh -c
 add_test(NAME planner_fanout_spill
          COMMAND test_planner fanout-spill ${PROJECT_SOURCE_DIR}/examples/qwen3-235b-h100.layout -D TPI=1 -D EXPERTS=2
                  -D L=8 -D FIRST=1 -D LAST=1)
+# staged chunks that would wait a round: cut in two (then contiguous at their receivers, zero-copy there):
+# DeepSeek-V3 with a stage's experts stacked, every expert TP-sharded over all 256 inference ranks, 4 stages
+add_test(NAME planner_spill_halves
+         COMMAND test_planner spill-halves ${PROJECT_SOURCE_DIR}/examples/deepseek-v3-h100.layout -D EXPERTS=1
+                 -D STACK=1 -D PP=4 -D FIRST=3 -D LAST=4 -D L=15)
 set_tests_properties(planner_unit planner_prop planner_mutate planner_determinism planner_bound planner_verify_work
-                     planner_fanout_spill PROPERTIES LABELS planner)
+                     planner_fanout_spill planner_spill_halves PROPERTIES LABELS planner)
 
 # Golden dumps of small layouts (tests/golden/NAME.layout -> tests/golden/NAME.dump): compile, verify,
 # `reshardc dump`, compare. Refresh after an intended planner change with ONE command, then review:

@@ -4,7 +4,7 @@
  * the time to decode and verify the busiest rank's section, sender balance, and the network bytes
  * entering each destination domain against the bytes that domain needs.
  * Usage: planner_bench [LAYOUT] [-D NAME=VALUE]... [--staging BYTES] [--fanout-zero-copy BYTES]
- *                      [--strided-reads] [--no-verify] */
+ *                      [--fanout-split BYTES] [--strided-reads] [--no-verify] (byte counts as numbers) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +67,8 @@ int main(int argc, char **argv)
             po.staging_bytes = strtoull(argv[++i], NULL, 0);
         } else if (!strcmp(argv[i], "--fanout-zero-copy") && i + 1 < argc) {
             po.fanout_zero_copy = strtoull(argv[++i], NULL, 0); /* bytes, as a number */
+        } else if (!strcmp(argv[i], "--fanout-split") && i + 1 < argc) {
+            po.fanout_split_min = strtoull(argv[++i], NULL, 0);
         } else if (!strcmp(argv[i], "--strided-reads")) {
             po.strided_reads = 1;
         } else if (!strcmp(argv[i], "--no-verify")) {
@@ -75,7 +77,7 @@ int main(int argc, char **argv)
             path = argv[i];
         } else {
             fprintf(stderr, "usage: planner_bench [LAYOUT] [-D NAME=VALUE]... [--staging BYTES] "
-                            "[--fanout-zero-copy BYTES] [--strided-reads] [--no-verify]\n");
+                            "[--fanout-zero-copy BYTES] [--fanout-split BYTES] [--strided-reads] [--no-verify]\n");
             return 2;
         }
     }

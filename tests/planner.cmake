@@ -55,7 +55,7 @@ endfunction()
 # `reshardc verify` (run by each) refuses any descriptor that crosses a member.
 foreach(g row_to_column replicated_one_domain replicated_across_domains pipeline_stages experts ragged colocated
           fused_qkv experts_grouped experts_grouped_ep colocated_grouped experts_balanced experts_stacked
-          fanout_zero_copy fanout_zero_copy_option)
+          experts_stacked_ep fanout_zero_copy fanout_zero_copy_option)
   rs_golden_args(${CMAKE_CURRENT_SOURCE_DIR}/golden/${g}.layout args)
   rs_add_golden_dump(${g} ${CMAKE_CURRENT_SOURCE_DIR}/golden/${g}.layout ${args})
 endforeach()

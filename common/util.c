@@ -1,6 +1,10 @@
 /* util.c - fatal checks, checked allocation, FNV-1a and CRC32C. */
 #include "util.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -124,4 +128,14 @@ int rs_errf(char *err, size_t errlen, const char *fmt, ...)
     if (err && errlen) vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
     return -1;
+}
+
+void rs_heap_trim(size_t min_free)
+{
+#ifdef __GLIBC__
+    struct mallinfo2 m = mallinfo2();
+    if (m.fordblks >= min_free) malloc_trim(0);
+#else
+    (void)min_free;
+#endif
 }

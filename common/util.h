@@ -22,6 +22,9 @@ void *rs_xmalloc(size_t n);
 void *rs_xcalloc(size_t n, size_t sz);
 void *rs_xrealloc(void *p, size_t n);
 char *rs_xstrdup(const char *s);
+/* Give the heap's free pages back to the system (glibc's malloc_trim) when at least `min_free` bytes lie
+ * free in it; below that, keeping them resident costs less than faulting them in again. */
+void rs_heap_trim(size_t min_free);
 
 /* Checked arithmetic: return 0 on success, 1 on overflow. */
 static inline int rs_add_ovf(int64_t a, int64_t b, int64_t *r) { return __builtin_add_overflow(a, b, r); }

@@ -5,9 +5,6 @@
 
 #include "cost.h"
 
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -427,9 +424,7 @@ int rs_planner_plan(rs_layout *L, const rs_plan_opts *o, rs_plan *out, rs_plan_s
         char verr[512];
         int vrc = rs_plan_verify_all_timed(out, verr, sizeof verr, NULL, stats ? stats->verify_seconds : NULL);
         if (stats) stats->seconds[5] = now_s() - t, stats->peak_kib[5] = peak_kib();
-#ifdef __GLIBC__
-        malloc_trim(0); /* the verifier's pages, before the plan is encoded next to it */
-#endif
+        rs_heap_trim(PL_TRIM_MIN_FREE); /* the verifier's pages, before the plan is encoded next to it */
         if (vrc) {
             snprintf(err, errlen, "internal error: the plan failed verification (a planner bug): %s", verr);
             *L = out->layout;

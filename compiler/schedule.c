@@ -11,9 +11,6 @@
 #define _GNU_SOURCE
 #include "plan_int.h"
 
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -2497,16 +2494,14 @@ static void build_rank(pl_ctx *c, uint32_t r)
     g->nwaits = (uint32_t)o.waits.n;
     free(o.dtab);
     popool_release(&c->popool[r]);
-#ifdef __GLIBC__
     /* The ops of the steps just resolved were freed into the heap in pieces too small for the large
      * arrays of the next ranks' programs: hand their pages back, or the peak holds both (DeepSeek-V3:
      * 1.6 GiB instead of 1.05). */
     c->trim_bytes += g->nops * sizeof *g->ops + g->dpool_n * sizeof *g->dpool + g->ndescs * sizeof *g->doff;
     if (c->trim_bytes > (64u << 20)) {
-        malloc_trim(0);
+        rs_heap_trim(PL_TRIM_MIN_FREE);
         c->trim_bytes = 0;
     }
-#endif
     rs_vec_free(&snd);
     rs_vec_free(&rcv);
 }
@@ -2635,7 +2630,5 @@ void pl_schedule_free(pl_ctx *c)
         for (uint32_t r = 0; r < c->world; r++) rs_vec_free(&c->usage[r]);
         free(c->usage);
     }
-#ifdef __GLIBC__
-    malloc_trim(0); /* the planning state was freed in many small pieces: give its pages back for the verifier */
-#endif
+    rs_heap_trim(PL_TRIM_MIN_FREE); /* the planning state was freed in many small pieces: its pages, for the verifier */
 }

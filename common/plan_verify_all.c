@@ -818,6 +818,33 @@ static uint64_t affine_prefix(const vctx *c, const vpiece *v, uint64_t rel, uint
     return best;
 }
 
+/* A guess at the longest prefix of outer dim k of e (element units) that affine maps as one image: the
+ * elements left from rel along the innermost dim of the piece that the dim's stride moves along. A dim
+ * that runs over two dims of the piece (a stage's layers x experts, stacked, against a piece of one layer
+ * each) breaks there; the guess ignores what the other dims of e take, so the caller confirms it with
+ * affine and searches when it is wrong. Each such desc took about ten affine calls by search alone
+ * (galloping from 2, then halving); with the guess, two. 0: no guess. */
+static uint64_t affine_dim_guess(const vctx *c, const vpiece *v, const rs_desc *e, uint64_t rel, uint32_t k)
+{
+    if (v->noref || v->nf == 0) return 0;
+    uint32_t nf = v->nf;
+    const int64_t *frad = V_FRAD(c, v);
+    const uint64_t *fphi = (const uint64_t *)V_FPHI(c, v);
+    uint64_t x[VNF], r = rel;
+    for (uint32_t q = 0; q < nf; q++) {
+        x[q] = udivmod(r, fphi[q], &r);
+        if (x[q] >= (uint64_t)frad[q]) return 0;
+    }
+    uint64_t s = e->stride[k], m = 0;
+    uint32_t at = 0;
+    for (uint32_t q = 0; q < nf; q++) {
+        uint64_t mq = udivmod(s, fphi[q], &s);
+        if (mq) m = mq, at = q;
+    }
+    if (s || !m) return 0;
+    return ((uint64_t)frad[at] - 1 - x[at]) / m + 1;
+}
+
 /* Decompose one desc (bytes, element aligned) of (rank, loc) into pieces and tensor descs. */
 static int dec_desc(vctx *c, uint32_t rank, uint32_t loc, const rs_desc *d0, vseg_vec *out, int depth)
 {
@@ -880,9 +907,22 @@ again:
              * stacked experts x 7168 rows, or [gate; up] rows of 16 experts) goes in one or a few images
              * instead of element by element */
             rs_desc t = e, td;
+            uint64_t lo = 0, hi = d->count[k]; /* lo maps (0: not known that 2 do), hi does not (the whole did not) */
+            uint64_t g = affine_dim_guess(c, v, &e, rel, k);
+            if (g >= 2 && g < hi) {
+                t.count[k] = g;
+                if (affine(c, v, &t, rel, &td)) {
+                    lo = g;
+                    t.count[k] = g + 1;
+                    if (g + 1 < hi && affine(c, v, &t, rel, &td)) lo = g + 1;
+                    else hi = g + 1;
+                } else {
+                    hi = g;
+                }
+            }
             t.count[k] = 2;
-            if (affine(c, v, &t, rel, &td)) {
-                uint64_t lo = 2, hi = d->count[k]; /* lo maps, hi does not (the whole did not) */
+            if (!lo && hi > 2 && affine(c, v, &t, rel, &td)) lo = 2;
+            if (lo) {
                 while (2 * lo < hi) {
                     t.count[k] = 2 * lo;
                     if (!affine(c, v, &t, rel, &td)) {

@@ -1415,6 +1415,8 @@ typedef struct {
     uint32_t nsteps, nops;
     uint32_t *op_step;   /* global op -> global step */
     uint32_t *partner;   /* global op -> global op (send/recv) */
+    uint32_t *pstep;     /* global op -> its partner's global step (send/recv): the simulation reads it in op
+                          * order, where through the partner op it was a dependent cache miss a message */
 } vglob;
 
 static void free_all(vctx *c, vglob *g)
@@ -1455,6 +1457,7 @@ static void free_all(vctx *c, vglob *g)
     free(g->op_base);
     free(g->op_step);
     free(g->partner);
+    free(g->pstep);
 }
 
 static int loc_is_dst(const vctx *c, uint32_t rank, uint32_t loc)
@@ -1576,6 +1579,8 @@ static int match_key(vctx *c, vglob *G, uint32_t lane, uint32_t a, uint32_t b, c
                          lane ? "NVL" : "NET", q, a, b, (unsigned long long)x->bytes, (unsigned long long)y->bytes);
         G->partner[so] = ro;
         G->partner[ro] = so;
+        G->pstep[so] = G->op_step[ro];
+        G->pstep[ro] = G->op_step[so];
     }
     return 0;
 }
@@ -2860,17 +2865,17 @@ static int simulate(vctx *c, vglob *G)
         S[gs].rank_st = r | 1u << 30;
         rc = do_phase1(c, r, s);
         completed.n = 0;
-        const uint32_t *pop = G->partner + G->op_base[r];
+        const uint32_t *pop = G->partner + G->op_base[r], *pst = G->pstep + G->op_base[r];
         for (uint32_t k = 0; k < g->steps[s].nops && !rc; k++) {
             uint32_t oi = g->steps[s].op_begin + k;
             const rs_op *o = &g->ops[oi];
             if (o->code != RS_OP_SEND && o->code != RS_OP_RECV) continue;
-            uint32_t po = pop[oi], ps = G->op_step[po];
+            uint32_t ps = pst[oi];
             if (SIM_STATE(S[ps]) == 0) {
                 S[gs].pending++;
                 continue;
             }
-            uint32_t pr = SIM_RANK(S[ps]);
+            uint32_t po = pop[oi], pr = SIM_RANK(S[ps]);
             if (o->code == RS_OP_SEND) rc = do_transfer(c, r, oi, pr, po - G->op_base[pr], ps - G->step_base[pr]);
             else rc = do_transfer(c, pr, po - G->op_base[pr], r, oi, s);
             if (--S[ps].pending == 0) rs_vec_push(&completed, ps);
@@ -3366,6 +3371,7 @@ int rs_plan_verify_all_timed(const rs_plan *P, char *err, size_t errlen, uint64_
         G.nops = G.op_base[c.world];
         G.op_step = rs_xmalloc((G.nops + 1) * sizeof *G.op_step);
         G.partner = rs_xmalloc((G.nops + 1) * sizeof *G.partner);
+        G.pstep = rs_xmalloc((G.nops + 1) * sizeof *G.pstep);
         rc = match_ops(&c, &G);
     }
     PART_DONE(RS_VERIFY_MATCH);

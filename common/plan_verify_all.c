@@ -789,6 +789,20 @@ __attribute__((hot)) static int affine(const vctx *c, const vpiece *v, const rs_
     return 1;
 }
 
+/* The digits x[nf] of element offset rel (from the box origin) over the common refinement F of piece v:
+ * 1 when rel is such a point (every digit inside its radix, no remainder), 0 when not. */
+static int f_digits(const vctx *c, const vpiece *v, uint64_t rel, uint64_t *x)
+{
+    const int64_t *frad = V_FRAD(c, v);
+    const uint64_t *fphi = (const uint64_t *)V_FPHI(c, v);
+    uint64_t r = rel;
+    for (uint32_t k = 0; k < v->nf; k++) {
+        x[k] = udivmod(r, fphi[k], &r);
+        if (x[k] >= (uint64_t)frad[k]) return 0;
+    }
+    return r == 0;
+}
+
 /* The longest run of m < n elements from rel (a one-dim e) that affine maps as one image, in closed form
  * (0: not known, search). Such runs are m <= frad[K] - x[K] along the innermost F dim, or, while the run
  * starts at 0 of that dim and the next one out is contiguous with it, whole multiples of its span: a
@@ -800,12 +814,8 @@ static uint64_t affine_prefix(const vctx *c, const vpiece *v, uint64_t rel, uint
     uint32_t nf = v->nf;
     const int64_t *frad = V_FRAD(c, v);
     const uint64_t *fphi = (const uint64_t *)V_FPHI(c, v);
-    uint64_t x[VNF], r = rel;
-    for (uint32_t k = 0; k < nf; k++) {
-        x[k] = udivmod(r, fphi[k], &r);
-        if (x[k] >= (uint64_t)frad[k]) return 0;
-    }
-    if (r) return 0;
+    uint64_t x[VNF];
+    if (!f_digits(c, v, rel, x)) return 0;
     uint64_t best = 0, span = 1; /* span: elements of one step of dim k */
     for (int k = (int)nf - 1; k >= 0; k--) {
         uint64_t j = (n - 1) / span, room = (uint64_t)frad[k] - x[k];
@@ -830,11 +840,8 @@ static uint64_t affine_dim_guess(const vctx *c, const vpiece *v, const rs_desc *
     uint32_t nf = v->nf;
     const int64_t *frad = V_FRAD(c, v);
     const uint64_t *fphi = (const uint64_t *)V_FPHI(c, v);
-    uint64_t x[VNF], r = rel;
-    for (uint32_t q = 0; q < nf; q++) {
-        x[q] = udivmod(r, fphi[q], &r);
-        if (x[q] >= (uint64_t)frad[q]) return 0;
-    }
+    uint64_t x[VNF];
+    if (!f_digits(c, v, rel, x)) return 0;
     uint64_t s = e->stride[k], m = 0;
     uint32_t at = 0;
     for (uint32_t q = 0; q < nf; q++) {

@@ -1534,35 +1534,7 @@ static int check_alignment(vctx *c)
     return rc;
 }
 
-/* The order that sorts keys[0..n) stably: an LSD radix sort over the keys' `bits` low bits, in as few passes
- * of at most 13 bits as that takes (the counters stay in cache). */
-static size_t *radix_order(const uint64_t *keys, size_t n, unsigned bits)
-{
-    size_t *ord = rs_xmalloc((n + 1) * sizeof *ord), *tmp = rs_xmalloc((n + 1) * sizeof *tmp);
-    for (size_t i = 0; i < n; i++) ord[i] = i;
-    unsigned passes = (bits + 12) / 13, db = passes ? (bits + passes - 1) / passes : 1;
-    uint64_t mask = (1ull << db) - 1;
-    size_t *cnt = rs_xmalloc(((size_t)1 << db) * sizeof *cnt);
-    for (unsigned sh = 0; sh < bits; sh += db) {
-        memset(cnt, 0, ((size_t)1 << db) * sizeof *cnt);
-        for (size_t i = 0; i < n; i++) cnt[(keys[ord[i]] >> sh) & mask]++;
-        size_t sum = 0;
-        for (size_t d = 0; d < ((size_t)1 << db); d++) {
-            size_t t = cnt[d];
-            cnt[d] = sum;
-            sum += t;
-        }
-        for (size_t i = 0; i < n; i++) tmp[cnt[(keys[ord[i]] >> sh) & mask]++] = ord[i];
-        size_t *t = ord;
-        ord = tmp;
-        tmp = t;
-    }
-    free(cnt);
-    free(tmp);
-    return ord;
-}
-
-/* Put the n elements of `size` bytes at base in the order ord (from radix_order). */
+/* Put the n elements of `size` bytes at base in the order ord (from rs_radix_order). */
 static void permute(void *base, size_t n, size_t size, const size_t *ord)
 {
     char *out = rs_xmalloc(n * size + 1), *b = base;
@@ -1716,7 +1688,7 @@ static int match_ops(vctx *c, vglob *G)
     if (recs.n > 1) {
         uint64_t *keys = rs_xmalloc(recs.n * sizeof *keys);
         for (size_t i = 0; i < recs.n; i++) keys[i] = recs.v[i].key;
-        size_t *ord = radix_order(keys, recs.n, 2 * wb + 1);
+        size_t *ord = rs_radix_order(keys, recs.n, 2 * wb + 1);
         permute(recs.v, recs.n, sizeof *recs.v, ord);
         free(ord);
         free(keys);
@@ -2101,7 +2073,7 @@ static void drun_sort(drun_vec *W)
         free(keys);
         return;
     }
-    size_t *ord = radix_order(keys, n, abits + lbits);
+    size_t *ord = rs_radix_order(keys, n, abits + lbits);
     permute(W->v, n, sizeof *W->v, ord);
     free(ord);
     free(keys);
@@ -3076,7 +3048,7 @@ static void vbox_sort(vbox_vec *B)
     }
     uint64_t *keys = rs_xmalloc((n + 1) * sizeof *keys);
     for (size_t i = 0; i < n; i++) keys[i] = (vbits ? (uint64_t)B->v[i].vp << lbits : 0) | (uint64_t)B->v[i].lo[0];
-    size_t *ord = radix_order(keys, n, lbits + vbits);
+    size_t *ord = rs_radix_order(keys, n, lbits + vbits);
     permute(B->v, n, sizeof *B->v, ord);
     free(ord);
     free(keys);
@@ -3257,7 +3229,7 @@ static int coverage(vctx *c)
             while (lbits < 32 && (maxlo >> lbits)) lbits++;
             while (vbits < 32 && (maxvp >> vbits)) vbits++;
             for (size_t i = 0; i < keys.n; i++) keys.v[i] = (keys.v[i] >> 32) << lbits | (keys.v[i] & 0xffffffffu);
-            ord = radix_order(keys.v, keys.n, lbits + vbits);
+            ord = rs_radix_order(keys.v, keys.n, lbits + vbits);
         }
         c->cbx.n = 0;
         rs_vec_reserve(&c->cbx, at.n);

@@ -139,3 +139,29 @@ void rs_heap_trim(size_t min_free)
     (void)min_free;
 #endif
 }
+
+size_t *rs_radix_order(const uint64_t *keys, size_t n, unsigned bits)
+{
+    size_t *ord = rs_xmalloc((n + 1) * sizeof *ord), *tmp = rs_xmalloc((n + 1) * sizeof *tmp);
+    for (size_t i = 0; i < n; i++) ord[i] = i;
+    unsigned passes = (bits + 12) / 13, db = passes ? (bits + passes - 1) / passes : 1;
+    uint64_t mask = (1ull << db) - 1;
+    size_t *cnt = rs_xmalloc(((size_t)1 << db) * sizeof *cnt);
+    for (unsigned sh = 0; sh < bits; sh += db) {
+        memset(cnt, 0, ((size_t)1 << db) * sizeof *cnt);
+        for (size_t i = 0; i < n; i++) cnt[(keys[ord[i]] >> sh) & mask]++;
+        size_t sum = 0;
+        for (size_t d = 0; d < ((size_t)1 << db); d++) {
+            size_t t = cnt[d];
+            cnt[d] = sum;
+            sum += t;
+        }
+        for (size_t i = 0; i < n; i++) tmp[cnt[(keys[ord[i]] >> sh) & mask]++] = ord[i];
+        size_t *t = ord;
+        ord = tmp;
+        tmp = t;
+    }
+    free(cnt);
+    free(tmp);
+    return ord;
+}

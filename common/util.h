@@ -25,6 +25,9 @@ char *rs_xstrdup(const char *s);
 /* Give the heap's free pages back to the system (glibc's malloc_trim) when at least `min_free` bytes lie
  * free in it; below that, keeping them resident costs less than faulting them in again. */
 void rs_heap_trim(size_t min_free);
+/* The order that sorts keys[0..n) stably (a new array of n indices, to free): an LSD radix sort over the
+ * keys' `bits` low bits, in as few passes of at most 13 bits as that takes (the counters stay in cache). */
+size_t *rs_radix_order(const uint64_t *keys, size_t n, unsigned bits);
 
 /* Checked arithmetic: return 0 on success, 1 on overflow. */
 static inline int rs_add_ovf(int64_t a, int64_t b, int64_t *r) { return __builtin_add_overflow(a, b, r); }

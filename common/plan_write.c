@@ -172,13 +172,17 @@ static inline uint8_t *uv_at(uint8_t *p, uint64_t v)
 static inline uint8_t *sv_at(uint8_t *p, int64_t v) { return uv_at(p, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63)); }
 static inline uint8_t *opt_at(uint8_t *p, uint32_t v) { return uv_at(p, v == UINT32_MAX ? 0 : (uint64_t)v + 1); }
 
-static uint8_t *enc_desc(uint8_t *p, const rs_desc *d)
+/* Descriptor i of g, from its packed words (common/plan.h: loc | ndim << 32, offset, then count and stride
+ * per dim), without unpacking it into an rs_desc first (a clear and a copy of 144 bytes per descriptor). */
+static uint8_t *enc_desc(uint8_t *p, const rs_rank_prog *g, uint32_t i)
 {
-    p = opt_at(p, d->loc);
-    p = uv_at(p, d->ndim);
-    p = uv_at(p, d->offset);
-    for (uint32_t i = 0; i < d->ndim; i++) p = uv_at(p, d->count[i]);
-    for (uint32_t i = 0; i + 1 < d->ndim; i++) p = uv_at(p, d->stride[i]); /* the last stride is 1 */
+    const uint64_t *w = g->dpool + g->doff[i];
+    uint32_t nd = (uint32_t)(w[0] >> 32);
+    p = opt_at(p, (uint32_t)w[0]);
+    p = uv_at(p, nd);
+    p = uv_at(p, w[1]);
+    for (uint32_t k = 0; k < nd; k++) p = uv_at(p, w[2 + 2 * k]);
+    for (uint32_t k = 0; k + 1 < nd; k++) p = uv_at(p, w[3 + 2 * k]); /* the last stride is 1 */
     return p;
 }
 
@@ -198,10 +202,7 @@ static void enc_rank(const rs_rank_prog *g, bytes_t *b)
         for (uint32_t d = 0; d < x->ndim; d++) p = sv_at(p, x->shape[d]);
         p = uv_at(p, x->bytes);
     }
-    for (uint32_t i = 0; i < g->ndescs; i++) {
-        rs_desc d;
-        p = enc_desc(p, rs_prog_desc(g, i, &d));
-    }
+    for (uint32_t i = 0; i < g->ndescs; i++) p = enc_desc(p, g, i);
     uint32_t hint = 0; /* descriptor indices are stored relative to the next unused one */
     for (uint32_t s = 0; s < g->nsteps; s++) {
         const rs_step *st = &g->steps[s];

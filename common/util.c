@@ -133,8 +133,8 @@ int rs_errf(char *err, size_t errlen, const char *fmt, ...)
 void rs_heap_trim(size_t min_free)
 {
 #ifdef __GLIBC__
-    struct mallinfo2 m = mallinfo2();
-    if (m.fordblks >= min_free) malloc_trim(0);
+    if (min_free && mallinfo2().fordblks < min_free) return;
+    malloc_trim(0);
 #else
     (void)min_free;
 #endif

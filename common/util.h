@@ -23,7 +23,9 @@ void *rs_xcalloc(size_t n, size_t sz);
 void *rs_xrealloc(void *p, size_t n);
 char *rs_xstrdup(const char *s);
 /* Give the heap's free pages back to the system (glibc's malloc_trim) when at least `min_free` bytes lie
- * free in it; below that, keeping them resident costs less than faulting them in again. */
+ * free in it; below that, keeping them resident costs less than faulting them in again. min_free 0: at
+ * once, without asking (glibc's count of the free bytes walks every free chunk: on a heap of millions of
+ * them it costs more than the trim). */
 void rs_heap_trim(size_t min_free);
 /* The order that sorts keys[0..n) stably (a new array of n indices, to free): an LSD radix sort over the
  * keys' `bits` low bits, in as few passes of at most 13 bits as that takes (the counters stay in cache). */

@@ -2501,8 +2501,8 @@ static void build_rank(pl_ctx *c, uint32_t r)
      * arrays of the next ranks' programs: hand their pages back, or the peak holds both (DeepSeek-V3:
      * 1.6 GiB instead of 1.05). */
     c->trim_bytes += g->nops * sizeof *g->ops + g->dpool_n * sizeof *g->dpool + g->ndescs * sizeof *g->doff;
-    if (c->trim_bytes > (64u << 20)) {
-        rs_heap_trim(PL_TRIM_MIN_FREE);
+    if (c->trim_bytes > PL_TRIM_MIN_FREE) {
+        rs_heap_trim(0);
         c->trim_bytes = 0;
     }
     rs_vec_free(&snd);

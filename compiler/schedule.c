@@ -1608,7 +1608,7 @@ void pl_after_pass2(pl_ctx *c)
      * fed by several senders at once rarely overflow (an overflowing chunk waits for a later round, in a
      * segment of its own that merges with nothing). */
     {
-        uint64_t *T = rs_xcalloc(c->world, sizeof *T);
+        uint64_t *T = rs_xcalloc((size_t)c->world * 5, sizeof *T), *link = T + c->world; /* (lane, out/in, rank) */
         uint64_t smax = 0, tmax = 0;
         for (size_t f = 0; f < c->flows.n; f++) {
             const pl_flow *fl = &c->flows.v[f];
@@ -1619,11 +1619,17 @@ void pl_after_pass2(pl_ctx *c)
             uint32_t nf;
             const uint32_t *fs = pl_intern_list(&c->fsets, PL_KEY_FSET(fl->fset), &nf);
             for (uint32_t q = 0; q < nf; q++) T[fs[q]] += b;
+            if (fl->fset & PL_KEY_RELAY) continue; /* (not in the fill: fill_rounds) */
+            link[((size_t)fl->lane * 2 + 0) * c->world + fl->s] += b;
+            link[((size_t)fl->lane * 2 + 1) * c->world + fl->r] += b;
         }
-        for (uint32_t r = 0; r < c->world; r++) {
+        /* smax: the busiest link the fill gives budgets to, a sender's or a receiver's (with 1024 senders
+         * and 512 receivers, as on the 2.5 T MoE, the receivers carry twice a sender's bytes: a budget
+         * from the senders' bytes took twice the R rounds meant, 1381 instead of about 690) */
+        for (uint32_t r = 0; r < c->world; r++)
             if (T[r] > tmax) tmax = T[r];
-            if (c->snd[r].total > smax) smax = c->snd[r].total;
-        }
+        for (size_t i = 0; i < (size_t)c->world * 4; i++)
+            if (link[i] > smax) smax = link[i];
         free(T);
         uint64_t room = c->half / 20 * 17;
         uint64_t R = (smax + c->cs - 1) / c->cs;

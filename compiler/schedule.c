@@ -1619,11 +1619,11 @@ void pl_after_pass2(pl_ctx *c)
             uint32_t nf;
             const uint32_t *fs = pl_intern_list(&c->fsets, PL_KEY_FSET(fl->fset), &nf);
             for (uint32_t q = 0; q < nf; q++) T[fs[q]] += b;
-            if (fl->fset & PL_KEY_RELAY) continue; /* (not in the fill: fill_rounds) */
             link[((size_t)fl->lane * 2 + 0) * c->world + fl->s] += b;
             link[((size_t)fl->lane * 2 + 1) * c->world + fl->r] += b;
         }
-        /* smax: the busiest link the fill gives budgets to, a sender's or a receiver's (with 1024 senders
+        /* smax: the busiest link, a sender's or a receiver's NIC on either lane, relays included (they take
+         * the rounds after their arrival, outside the fill, but through the same NICs; with 1024 senders
          * and 512 receivers, as on the 2.5 T MoE, the receivers carry twice a sender's bytes: a budget
          * from the senders' bytes took twice the R rounds meant, 1381 instead of about 690) */
         for (uint32_t r = 0; r < c->world; r++)

@@ -444,19 +444,27 @@ static void unit_staging_budget(void)
     rs_plan_free(&P);
 }
 
+/* One 2-dim tensor `name`, its rows sharded over nsrc source ranks (0 ..) and over ndst destination ranks
+ * (after them), in NVLink domains of dom ranks. */
+static void rows_layout(rs_layout *L, int64_t nsrc, int64_t ndst, uint32_t dom, const char *name, rs_dtype dt,
+                        const int64_t shape[2])
+{
+    lb_init(L, (uint32_t)(nsrc + ndst), dom, NULL);
+    uint32_t src = lb_mesh(L, 1, &nsrc, NULL, 0), dst = lb_mesh(L, 1, &ndst, NULL, (int32_t)nsrc);
+    uint32_t t = lb_tensor(L, name, dt, 2, shape);
+    rs_place p0 = lb_shard(0, 0, 0);
+    lb_piece(L, t, RS_SRC, src, lb_buffer(L, name, RS_SRC, dt, 0, NULL), 1, &p0, NULL, NULL);
+    lb_piece(L, t, RS_DST, dst, lb_buffer(L, name, RS_DST, dt, 0, NULL), 1, &p0, NULL, NULL);
+    lb_finish(L);
+}
+
 /* large contiguous fragments travel zero-copy: a whole chunk of at least zero_copy_min (1 MiB); with 16 MiB
  * of staging a chunk is at most 1 MiB, so each rank's 1 MiB block is one zero-copy message */
 static void unit_zero_copy(void)
 {
     rs_layout L;
-    lb_init(&L, 4, 2, NULL);
-    int64_t two = 2, shape[2] = {1024, 1024};
-    uint32_t src = lb_mesh(&L, 1, &two, NULL, 0), dst = lb_mesh(&L, 1, &two, NULL, 2);
-    uint32_t t = lb_tensor(&L, "big", RS_DT_BF16, 2, shape);
-    rs_place p0 = lb_shard(0, 0, 0);
-    lb_piece(&L, t, RS_SRC, src, lb_buffer(&L, "big", RS_SRC, RS_DT_BF16, 0, NULL), 1, &p0, NULL, NULL);
-    lb_piece(&L, t, RS_DST, dst, lb_buffer(&L, "big", RS_DST, RS_DT_BF16, 0, NULL), 1, &p0, NULL, NULL);
-    lb_finish(&L);
+    int64_t shape[2] = {1024, 1024};
+    rows_layout(&L, 2, 2, 2, "big", RS_DT_BF16, shape);
     rs_plan P;
     rs_plan_stats S;
     if (plan_it(&L, 16u << 20, &P, &S)) return;
@@ -745,14 +753,8 @@ static void unit_relays(void)
 static void unit_fewer_receivers(void)
 {
     rs_layout L;
-    lb_init(&L, 12, 4, NULL);
-    int64_t eight = 8, four = 4, shape[2] = {1024, 256};
-    uint32_t src = lb_mesh(&L, 1, &eight, NULL, 0), dst = lb_mesh(&L, 1, &four, NULL, 8);
-    uint32_t t = lb_tensor(&L, "w", RS_DT_FP32, 2, shape);
-    rs_place p0 = lb_shard(0, 0, 0);
-    lb_piece(&L, t, RS_SRC, src, lb_buffer(&L, "w", RS_SRC, RS_DT_FP32, 0, NULL), 1, &p0, NULL, NULL);
-    lb_piece(&L, t, RS_DST, dst, lb_buffer(&L, "w", RS_DST, RS_DT_FP32, 0, NULL), 1, &p0, NULL, NULL);
-    lb_finish(&L);
+    int64_t shape[2] = {1024, 256};
+    rows_layout(&L, 8, 4, 4, "w", RS_DT_FP32, shape);
     rs_plan P;
     rs_plan_stats S;
     uint64_t budget = 64 << 10, half = budget / 2, in = 256 << 10; /* each receiver: 256 KiB from 2 senders */

@@ -570,11 +570,9 @@ int rs_cost_lower_bound(const rs_layout *L, const rs_cost_params *p, rs_cost_bou
     uint64_t *held_only = rs_xcalloc(world + 1, sizeof *held_only);
     uint8_t *dom_disjoint = rs_xcalloc(ndom + 1, 1);
     u32_vec mult = {0};
-    /* bytes only a set of several ranks holds (one entry per source block, merged by rank set below), and the
-     * block whose holder domains were last visited in dom_seen */
+    /* bytes only a set of several ranks holds (one entry per source block, merged by rank set below) */
     rs_vec(hset) hsets = {0};
     u32_vec hpool = {0};
-    uint64_t *dom_seen = rs_xcalloc(ndom + 1, sizeof *dom_seen), blk_stamp = 0;
 
     for (uint32_t t = 0; t < L->ntensors; t++) {
         const rs_tensor *T = L->tensors + t;
@@ -696,18 +694,10 @@ int rs_cost_lower_bound(const rs_layout *L, const rs_cost_params *p, rs_cost_bou
             const uint32_t *hr = &ti.ranks.v[sb->rbegin];
             int64_t v = 0;
             for (size_t k = 0; k < ptrs.n; k++) v += (int64_t)mult.v[k] * box_intersect(ptrs.v[k], &sb->b, nd);
+            /* (a holder's own domain is never among them: where it needs part of the tensor, the holder's
+             * block is among its held boxes, so it is not disjoint) */
             uint64_t key = 14695981039346656037ull; /* FNV-1a of the (ascending) holder ranks */
-            blk_stamp++;
-            for (uint32_t i = 0; i < sb->nranks; i++) {
-                uint32_t hd = L->topo.domain_of[hr[i]];
-                key = (key ^ hr[i]) * 1099511628211ull;
-                if (dom_seen[hd] == blk_stamp) continue;
-                dom_seen[hd] = blk_stamp;
-                if (dom_stamp[hd] == t && dom_disjoint[hd]) /* not a holder's own domain */
-                    for (size_t k = 0; k < boxes.n; k++)
-                        if (boxes.v[k].kind == 0 && boxes.v[k].dom == hd)
-                            v -= box_intersect(&boxes.v[k], &sb->b, nd);
-            }
+            for (uint32_t i = 0; i < sb->nranks; i++) key = (key ^ hr[i]) * 1099511628211ull;
             uint64_t bytes = sat_mul((uint64_t)v, dts);
             if (sb->nranks == 1) {
                 held_only[hr[0]] = sat_add(held_only[hr[0]], bytes);
@@ -788,7 +778,6 @@ int rs_cost_lower_bound(const rs_layout *L, const rs_cost_params *p, rs_cost_bou
     free(recv);
     free(held_only);
     free(dom_disjoint);
-    free(dom_seen);
     rs_vec_free(&hsets);
     rs_vec_free(&hpool);
     rs_vec_free(&mult);

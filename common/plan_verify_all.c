@@ -10,6 +10,8 @@
 #include "plan.h"
 #include "util.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,6 +136,8 @@ typedef struct {
     /* the descriptors of the rank the per-rank checks are on, unpacked once for all of them (NULL: each
      * check unpacks what it reads) */
     const rs_desc *dt;
+    /* the simulation's delivery checks go to a checker thread (NULL: they run where they arise) */
+    struct dpipe *dp;
 } vctx;
 
 /* Descriptor i of rank program g (the one c->dt holds, when set). */
@@ -2585,13 +2589,11 @@ static inline void ul_prefetch_desc(const vctx *c, const prov *p, const struct d
     __builtin_prefetch(d + 64);
 }
 
-static int unpack_like(vctx *c, uint32_t r, const rs_desc *dst, const prov_vec *src_pieces)
+static int unpack_like(vctx *c, uint32_t r, const rs_desc *dst, const prov *sp, size_t np)
 {
     /* destination decomposition once, then each source piece against its slice (into the context's
      * vector: a fresh one grew by reallocation on each of the ~0.7 M calls) */
     vseg_vec *ld = &c->ld;
-    const prov *sp = src_pieces->v;
-    size_t np = src_pieces->n;
     /* the sources' dcache slots and (when not cached) descs are cold: prefetched ahead of their checks,
      * in two stages (the slot says whether the desc will be read), the first while dst is decomposed */
     struct dcache_ent *ce[UL_AHEAD1] = {0}; /* the slots of pieces i .. i + UL_AHEAD1 - 1, by i % UL_AHEAD1 */
@@ -2612,6 +2614,212 @@ static int unpack_like(vctx *c, uint32_t r, const rs_desc *dst, const prov_vec *
         at += sp[i].len;
     }
     return rc;
+}
+
+/* ---- the delivery checks, on a second thread ----
+ * A delivery check (an UNPACK's, a COPY's, or a RECV's straight into a binding: unpack_like) reads the
+ * plan, the layout's pieces and caches of its own, never the staging contents: the simulation hands the
+ * checks, with the staging runs they read, to a checker thread in batches, in simulation order, and goes
+ * on with the next steps. For the simulation's duration the checker owns what the checks change (the
+ * descriptor cache, the decomposition budget, the pieces' refinements, the coverage boxes), so it does the
+ * same work in the same order as one thread would: the verdict, the first problem's message and the work
+ * counted are the same. Its first problem comes before any the simulation finds after handing that check
+ * over, so it is the one reported. */
+enum { DJ_COPY, DJ_RECV, DJ_UNPACK };
+typedef struct {
+    uint32_t r, step, op, kind;
+    size_t pbeg, np; /* its sources: provs [pbeg, pbeg + np) of its batch (DJ_COPY: none, the op has it) */
+} djob;
+typedef struct {
+    rs_vec(djob) jobs;
+    prov_vec provs;
+} dbatch;
+/* batches in flight: the one being filled and the rest checked or waiting (with 4, the 2.5 T MoE's
+ * simulation waited 0.6 s for the checker in its busy stretches, and the checker for it in others) */
+#define DQ_BATCHES 16
+#define DQ_JOBS 2048    /* a batch is handed over at this many checks */
+#define DQ_PROVS 65536  /* or this many sources */
+#define DQ_MIN_OPS 16384 /* plans with fewer ops are checked on one thread (a thread costs more than it saves) */
+struct dpipe {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    dbatch b[DQ_BATCHES];
+    uint32_t head, tail; /* batches handed over, batches checked (b[head % DQ_BATCHES] is being filled) */
+    int closed, failed;
+    vctx cc; /* the checker's context */
+    char *cerr;
+    pthread_t th;
+};
+
+/* One delivery check. */
+static int run_job(vctx *c, const djob *j, const prov *sp)
+{
+    const rs_rank_prog *g = &c->P->ranks[j->r];
+    const rs_op *o = &g->ops[j->op];
+    c->cur_rank = j->r, c->cur_step = j->step, c->cur_op = j->op;
+    if (j->kind == DJ_RECV) {
+        rs_desc dd;
+        memset(&dd, 0, sizeof dd);
+        dd.loc = o->loc;
+        dd.ndim = 1;
+        dd.offset = o->off;
+        dd.count[0] = o->bytes;
+        dd.stride[0] = 1;
+        return unpack_like(c, j->r, &dd, sp, j->np);
+    }
+    rs_desc ddb_;
+    const rs_desc *dd = rs_prog_desc(g, o->dst, &ddb_);
+    if (j->kind == DJ_COPY) {
+        rs_desc sdb_;
+        const rs_desc *sd = rs_prog_desc(g, o->src, &sdb_);
+        prov p = {j->r, sd->loc, o->src, 0, dbytes(sd)};
+        return unpack_like(c, j->r, dd, &p, 1);
+    }
+    return unpack_like(c, j->r, dd, sp, j->np);
+}
+
+static void *dq_checker(void *arg)
+{
+    struct dpipe *q = arg;
+    pthread_mutex_lock(&q->mu);
+    for (;;) {
+        while (q->head == q->tail && !q->closed) pthread_cond_wait(&q->cv, &q->mu);
+        if (q->head == q->tail) break;
+        const dbatch *b = &q->b[q->tail % DQ_BATCHES];
+        pthread_mutex_unlock(&q->mu);
+        int rc = 0;
+        for (size_t i = 0; i < b->jobs.n && !rc; i++)
+            rc = run_job(&q->cc, &b->jobs.v[i], b->provs.v + b->jobs.v[i].pbeg);
+        pthread_mutex_lock(&q->mu);
+        q->tail++;
+        q->failed = rc != 0;
+        pthread_cond_broadcast(&q->cv);
+        if (rc) break;
+    }
+    pthread_mutex_unlock(&q->mu);
+    return NULL;
+}
+
+/* Start the checker thread (none when it cannot be started: the checks then run in the simulation). */
+static void dq_start(vctx *c)
+{
+    struct dpipe *q = rs_xcalloc(1, sizeof *q);
+    q->cc = *c; /* the plan, the pieces, the descriptor cache, the coverage vectors: shared */
+    vctx *k = &q->cc;
+    memset(&k->slice_a, 0, sizeof k->slice_a);
+    memset(&k->slice_b, 0, sizeof k->slice_b);
+    memset(&k->ld, 0, sizeof k->ld);
+    memset(&k->ls, 0, sizeof k->ls);
+    memset(&k->pv, 0, sizeof k->pv);
+    memset(&k->msg, 0, sizeof k->msg);
+    memset(&k->unp, 0, sizeof k->unp);
+    memset(&k->tw, 0, sizeof k->tw);
+    memset(&k->tnew, 0, sizeof k->tnew);
+    memset(&k->tout, 0, sizeof k->tout);
+    memset(&k->cbx, 0, sizeof k->cbx);
+    k->pages = NULL; /* staging is the simulation's */
+    k->dp = NULL;
+    k->errlen = c->errlen ? c->errlen : 1;
+    k->err = q->cerr = rs_xcalloc(k->errlen, 1);
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->cv, NULL);
+    /* the checker takes no signals: they go to the threads that expect them */
+    sigset_t all, was;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &was);
+    int bad = pthread_create(&q->th, NULL, dq_checker, q);
+    pthread_sigmask(SIG_SETMASK, &was, NULL);
+    if (bad) {
+        pthread_mutex_destroy(&q->mu);
+        pthread_cond_destroy(&q->cv);
+        free(q->cerr);
+        free(q);
+        return;
+    }
+    c->dp = q;
+}
+
+/* Hand the batch being filled to the checker and take the next free one; -1 when the checker has found a
+ * problem (the simulation stops: that problem is the one reported). */
+static int dq_hand_over(struct dpipe *q)
+{
+    pthread_mutex_lock(&q->mu);
+    q->head++;
+    pthread_cond_broadcast(&q->cv);
+    while (q->head - q->tail >= DQ_BATCHES && !q->failed) pthread_cond_wait(&q->cv, &q->mu);
+    int failed = q->failed;
+    pthread_mutex_unlock(&q->mu);
+    dbatch *b = &q->b[q->head % DQ_BATCHES];
+    b->jobs.n = b->provs.n = 0;
+    return failed ? -1 : 0;
+}
+
+/* The end of the simulation: the checks handed over are done, and what the checker owned is c's again.
+ * -1 when a check found a problem (its message is c's). */
+static int dq_finish(vctx *c)
+{
+    struct dpipe *q = c->dp;
+    pthread_mutex_lock(&q->mu);
+    if (q->b[q->head % DQ_BATCHES].jobs.n) q->head++;
+    q->closed = 1;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    pthread_join(q->th, NULL);
+    vctx *k = &q->cc;
+    c->budget = k->budget;
+    c->cov_budget = k->cov_budget;
+    c->cov_off |= k->cov_off;
+    c->dv = k->dv; /* refinements were added to the pool (which may have moved) */
+    int rc = 0;
+    if (q->failed) {
+        c->failed = 1;
+        if (c->err && c->errlen) snprintf(c->err, c->errlen, "%s", q->cerr);
+        rc = -1;
+    }
+    rs_vec_free(&k->slice_a);
+    rs_vec_free(&k->slice_b);
+    rs_vec_free(&k->ld);
+    rs_vec_free(&k->ls);
+    rs_vec_free(&k->pv);
+    rs_vec_free(&k->msg);
+    rs_vec_free(&k->unp);
+    rs_vec_free(&k->tw);
+    rs_vec_free(&k->tnew);
+    rs_vec_free(&k->tout);
+    rs_vec_free(&k->cbx);
+    for (int i = 0; i < DQ_BATCHES; i++) {
+        rs_vec_free(&q->b[i].jobs);
+        rs_vec_free(&q->b[i].provs);
+    }
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->cv);
+    free(q->cerr);
+    free(q);
+    c->dp = NULL;
+    return rc;
+}
+
+/* Where the sources of the next delivery check go (dl_check takes them from `pbeg` on). */
+static prov_vec *dl_provs(vctx *c)
+{
+    if (c->dp) return &c->dp->b[c->dp->head % DQ_BATCHES].provs;
+    c->unp.n = 0;
+    return &c->unp;
+}
+
+/* A delivery check whose sources were put into dl_provs(c) from pbeg on: run now, or handed over. */
+static int dl_check(vctx *c, uint32_t kind, uint32_t r, uint32_t s, uint32_t op, size_t pbeg)
+{
+    struct dpipe *q = c->dp;
+    if (!q) {
+        djob j = {r, s, op, kind, pbeg, c->unp.n - pbeg};
+        return run_job(c, &j, c->unp.v + pbeg);
+    }
+    dbatch *b = &q->b[q->head % DQ_BATCHES];
+    djob j = {r, s, op, kind, pbeg, b->provs.n - pbeg};
+    rs_vec_push(&b->jobs, j);
+    if (b->jobs.n < DQ_JOBS && b->provs.n < DQ_PROVS) return 0;
+    return dq_hand_over(q);
 }
 
 /* The descriptors of a step's op a little ahead (a step's first ops find its rank's program cold: the
@@ -2653,16 +2861,7 @@ static int do_phase1(vctx *c, uint32_t r, uint32_t s)
                 }
             }
         } else if (o->code == RS_OP_COPY) {
-            rs_desc sdb_, ddb_;
-            const rs_desc *sd = rs_prog_desc(g, o->src, &sdb_), *dd = rs_prog_desc(g, o->dst, &ddb_);
-            c->pv.n = 0;
-            prov p = {r, sd->loc, o->src, 0, dbytes(sd)};
-            rs_vec_push(&c->pv, p);
-            prov_vec one = c->pv;
-            memset(&c->pv, 0, sizeof c->pv);
-            int rc = unpack_like(c, r, dd, &one);
-            c->pv = one;
-            if (rc) return -1;
+            if (dl_check(c, DJ_COPY, r, s, oi, dl_provs(c)->n)) return -1;
         }
     }
     int sorted = 1;
@@ -2692,21 +2891,21 @@ static int do_phase3(vctx *c, uint32_t r, uint32_t s)
 {
     const rs_rank_prog *g = &c->P->ranks[r];
     const rs_step *st = &g->steps[s];
-    prov_vec *all = &c->unp;
     int rc = 0;
     for (uint32_t k = 0; k < st->nops && k < DESC_AHEAD; k++) desc_prefetch(g, &g->ops[st->op_begin + k]);
     for (uint32_t k = 0; k < st->nops && !rc; k++) {
         uint32_t oi = st->op_begin + k;
         const rs_op *o = &g->ops[oi];
         if (k + DESC_AHEAD < st->nops) desc_prefetch(g, &g->ops[oi + DESC_AHEAD]);
-        if (k + DST_AHEAD < st->nops && g->ops[oi + DST_AHEAD].code == RS_OP_UNPACK)
-            dst_prefetch(c, r, g, &g->ops[oi + DST_AHEAD]);
+        if (!c->dp && k + DST_AHEAD < st->nops && g->ops[oi + DST_AHEAD].code == RS_OP_UNPACK)
+            dst_prefetch(c, r, g, &g->ops[oi + DST_AHEAD]); /* (the checker's pieces, with one) */
         if (o->code != RS_OP_UNPACK) continue;
         c->cur_rank = r, c->cur_step = s, c->cur_op = oi;
         rs_desc sdb_, ddb_;
         const rs_desc *sd = rs_prog_desc(g, o->src, &sdb_), *dd = rs_prog_desc(g, o->dst, &ddb_);
         /* the staging runs of the source, in stream order, and what they hold */
-        all->n = 0;
+        prov_vec *all = dl_provs(c);
+        size_t pbeg = all->n;
         uint64_t run = sd->count[sd->ndim - 1];
         if (!run) {
             if (dbytes(dd)) c->cov_off = 1; /* coverage would decompose dd: it must do so itself */
@@ -2732,7 +2931,7 @@ static int do_phase3(vctx *c, uint32_t r, uint32_t s)
                 idx[i] = 0;
             }
         }
-        if (!rc) rc = unpack_like(c, r, dd, all);
+        if (!rc) rc = dl_check(c, DJ_UNPACK, r, s, oi, pbeg);
     }
     return rc;
 }
@@ -2765,15 +2964,12 @@ static int do_transfer(vctx *c, uint32_t a, uint32_t so, uint32_t b, uint32_t ro
         }
         rc = tassign_batch(c, b, c->tw.v, c->tw.n);
     } else {
-        rs_desc dd;
-        memset(&dd, 0, sizeof dd);
-        dd.loc = y->loc;
-        dd.ndim = 1;
-        dd.offset = y->off;
-        dd.count[0] = y->bytes;
-        dd.stride[0] = 1;
+        /* straight into a binding (a zero-copy receive): a delivery check */
         c->cur_rank = b, c->cur_step = rstep, c->cur_op = ro;
-        rc = unpack_like(c, b, &dd, content);
+        prov_vec *pv = dl_provs(c);
+        size_t pbeg = pv->n;
+        for (size_t i = 0; i < content->n; i++) rs_vec_push(pv, content->v[i]);
+        rc = dl_check(c, DJ_RECV, b, rstep, ro, pbeg);
     }
     return rc;
 }
@@ -2837,6 +3033,7 @@ static int simulate(vctx *c, vglob *G)
     uint32_t done = 0;
     int rc = 0;
     rs_vec(uint32_t) completed = {0};
+    if (rs_threads(G->nops, DQ_MIN_OPS) > 1) dq_start(c);
     while (qt && !rc) {
         uint32_t gs = queue[--qt];
         uint32_t r = SIM_RANK(S[gs]), s = gs - G->step_base[r];
@@ -2871,6 +3068,7 @@ static int simulate(vctx *c, vglob *G)
                 if (--S[wl[w]].deps == 0) queue[qt++] = wl[w];
         }
     }
+    if (c->dp && dq_finish(c)) rc = -1; /* (a check's problem comes first: it was handed over earlier) */
     if (!rc && done < ns) {
         /* report the first rank that is stuck */
         for (uint32_t i = 0; i < ns; i++) {

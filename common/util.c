@@ -1,12 +1,15 @@
-/* util.c - fatal checks, checked allocation, FNV-1a and CRC32C. */
+/* util.c - fatal checks, checked allocation, FNV-1a and CRC32C, heap trims, thread counts. */
+#define _GNU_SOURCE /* sched_getaffinity */
 #include "util.h"
 
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
 
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void rs_die_at(const char *file, int line, const char *fmt, ...)
@@ -138,6 +141,15 @@ void rs_heap_trim(size_t min_free)
 #else
     (void)min_free;
 #endif
+}
+
+int rs_threads(uint64_t work, uint64_t min_work)
+{
+    const char *e = getenv("RESHARD_THREADS");
+    if (e && (!strcmp(e, "1") || !strcmp(e, "2"))) return e[0] - '0';
+    if (work < min_work) return 1;
+    cpu_set_t set;
+    return sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) >= 2 ? 2 : 1;
 }
 
 size_t *rs_radix_order(const uint64_t *keys, size_t n, unsigned bits)

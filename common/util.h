@@ -27,6 +27,11 @@ char *rs_xstrdup(const char *s);
  * once, without asking (glibc's count of the free bytes walks every free chunk: on a heap of millions of
  * them it costs more than the trim). */
 void rs_heap_trim(size_t min_free);
+
+/* How many threads (1 or 2) to give work of `work` units: RESHARD_THREADS (1 or 2) when it is set; else 2
+ * when work >= min_work and this process may run on two CPUs or more. The planner's and the verifier's
+ * results do not depend on it. */
+int rs_threads(uint64_t work, uint64_t min_work);
 /* The order that sorts keys[0..n) stably (a new array of n indices, to free): an LSD radix sort over the
  * keys' `bits` low bits, in as few passes of at most 13 bits as that takes (the counters stay in cache). */
 size_t *rs_radix_order(const uint64_t *keys, size_t n, unsigned bits);

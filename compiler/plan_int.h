@@ -334,6 +334,14 @@ typedef struct {
     uint8_t bad;
 } pl_zcitem;
 
+/* What building a rank's program uses besides the planner's state and the rank's own (one per thread that
+ * builds programs: the ranks left after the last tensor are built by two). */
+typedef struct {
+    rs_rank_prog dscr;      /* descriptors, packed, before they go to the program (reused) */
+    rs_vec(pl_zcitem) zscr; /* zc_moves' scratch */
+    uint64_t trim_bytes;    /* program bytes since the last malloc_trim */
+} pl_builder;
+
 typedef struct pl_ctx {
     rs_layout *L;
     const rs_plan_opts *o;
@@ -373,7 +381,6 @@ typedef struct pl_ctx {
     uint32_t cur_chunk;                   /* pass 3: the chunk being emitted (counts emit_aligned calls) */
     uint32_t chunk_kmin;                  /* pass 3: the earliest round of the chunk being emitted (relays) */
     pl_i64vec fine;                       /* pass 3: scratch boxes of the current part's chunks */
-    rs_vec(pl_zcitem) zscr;               /* zc_moves' scratch */
     pl_intern cands, fsets;
     rs_vec(pl_lpt) lpt;
     uint32_t *lpt_choice; /* [nlpt] */
@@ -405,7 +412,7 @@ typedef struct pl_ctx {
     pl_u32vec *rank_steps;        /* [world * 2]: per rank and lane, step builder per round */
     uint32_t *local_step;          /* [world] */
     pl_popool *popool;             /* [world] */
-    rs_rank_prog dscr;             /* build_rank's descriptors, packed, before they go to the program (reused) */
+    pl_builder bld;                /* the main thread's */
 
     /* programs built during pass 3: a rank's program is built (and its ops freed) as soon as the last
      * tensor with a part that involves it (as sender, receiver or forwarder; recorded in pass 1, which
@@ -415,7 +422,6 @@ typedef struct pl_ctx {
     uint32_t *done_order; /* [world]: ranks by rank_last */
     uint32_t done_at;     /* ranks done_order[0 .. done_at) are built */
     uint8_t *rank_built;  /* [world] */
-    uint64_t trim_bytes;  /* program bytes since the last malloc_trim */
     pl_u64vec *usage;             /* [world]: staging charged per round */
     uint32_t nrounds;
     uint64_t last_flow_key, last_flow;

@@ -11,6 +11,8 @@
 #define _GNU_SOURCE
 #include "plan_int.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -2096,7 +2098,7 @@ static const pl_seg *zc_candidate(const pl_ctx *c, const pl_stepb *b, int out, s
  * a receiver gets each sender's experts of its TP slice as one contiguous block per round (ops 4.19 M ->
  * 3.49 M, plan 73 -> 60 MiB); on GB200 the peers of a 63-rank fan-out take their copies so (95 -> 80 MB).
  * Checked on step b of rank r, whose merges are closed. */
-static void zc_moves(pl_ctx *c, pl_stepb *b, uint32_t r, int out)
+static void zc_moves(pl_ctx *c, pl_builder *w, pl_stepb *b, uint32_t r, int out)
 {
     size_t n = out ? b->out.n : b->in.n;
     if (!n) return;
@@ -2104,9 +2106,9 @@ static void zc_moves(pl_ctx *c, pl_stepb *b, uint32_t r, int out)
     /* the step's ops first (building the program reads them next anyway), the segments only for items
      * whose ops qualify (a segment lookup per item of every step was 2 % of the 2.5 T MoE's compile in perf;
      * this whole function is now 1.3 %), in a scratch reused across steps */
-    c->zscr.n = 0;
-    rs_vec_reserve(&c->zscr, n);
-    pl_zcitem *z = c->zscr.v;
+    w->zscr.n = 0;
+    rs_vec_reserve(&w->zscr, n);
+    pl_zcitem *z = w->zscr.v;
     memset(z, 0, n * sizeof *z);
     int any = 0;
     pl_spop *sp;
@@ -2233,7 +2235,7 @@ static void compact_steps(pl_ctx *c)
 }
 
 /* Rank r's program: its staging layout, messages, waits and resolved ops; its ops while planning go back. */
-static void build_rank(pl_ctx *c, uint32_t r)
+static void build_rank(pl_ctx *c, pl_builder *w, uint32_t r)
 {
     rs_plan *out = c->out;
     const rs_layout *L = c->L;
@@ -2258,8 +2260,8 @@ static void build_rank(pl_ctx *c, uint32_t r)
                     __builtin_prefetch(c->steps.v[v->v[k + 2]].mt);
                 if (v->v[k] != RS_NONE) {
                     close_step_merges(c, &c->steps.v[v->v[k]]);
-                    zc_moves(c, &c->steps.v[v->v[k]], r, 1);
-                    zc_moves(c, &c->steps.v[v->v[k]], r, 0);
+                    zc_moves(c, w, &c->steps.v[v->v[k]], r, 1);
+                    zc_moves(c, w, &c->steps.v[v->v[k]], r, 0);
                 }
             }
         }
@@ -2351,7 +2353,7 @@ static void build_rank(pl_ctx *c, uint32_t r)
          * by doubling past that), copied to the program at the end in exactly the room they take (a pool
          * of the program's own, reserved and trimmed, left the heap fragmented: DeepSeek-V3/GB200 593 MiB
          * instead of 568) */
-        o.g = &c->dscr;
+        o.g = &w->dscr;
         o.g->ndescs = 0;
         o.g->dpool_n = 0;
         rs_prog_desc_reserve(o.g, (uint32_t)(4 * npop + 1), 16 * (uint64_t)npop + 8);
@@ -2506,10 +2508,10 @@ static void build_rank(pl_ctx *c, uint32_t r)
     /* The ops of the steps just resolved were freed into the heap in pieces too small for the large
      * arrays of the next ranks' programs: hand their pages back, or the peak holds both (DeepSeek-V3:
      * 1.6 GiB instead of 1.05). */
-    c->trim_bytes += g->nops * sizeof *g->ops + g->dpool_n * sizeof *g->dpool + g->ndescs * sizeof *g->doff;
-    if (c->trim_bytes > PL_TRIM_MIN_FREE) {
+    w->trim_bytes += g->nops * sizeof *g->ops + g->dpool_n * sizeof *g->dpool + g->ndescs * sizeof *g->doff;
+    if (w->trim_bytes > PL_TRIM_MIN_FREE) {
         rs_heap_trim(0);
-        c->trim_bytes = 0;
+        w->trim_bytes = 0;
     }
     rs_vec_free(&snd);
     rs_vec_free(&rcv);
@@ -2541,20 +2543,82 @@ static void done_order_init(pl_ctx *c)
 
 static void free_pass_state(pl_ctx *c);
 
+static void builder_free(pl_builder *w)
+{
+    free(w->dscr.doff);
+    free(w->dscr.dpool);
+    rs_vec_free(&w->zscr);
+    memset(w, 0, sizeof *w);
+}
+
+/* Ranks built by two threads (after the last tensor): each takes the next one in done order. Building a
+ * rank reads and writes its own steps and ops, its side of the segments and forwarded copies it sends or
+ * receives (staging offsets, zero-copy choices) and its thread's builder, nothing another rank's building
+ * writes: the programs are the same whichever thread builds which, in whatever order. */
+typedef struct {
+    pl_ctx *c;
+    pl_builder bld;
+    uint32_t *next, end; /* done_order[*next .. end) are left */
+} build_share;
+
+static void build_some(pl_ctx *c, pl_builder *w, uint32_t *next, uint32_t end)
+{
+    for (;;) {
+        uint32_t i = __atomic_fetch_add(next, 1, __ATOMIC_RELAXED);
+        if (i >= end) return;
+        uint32_t r = c->done_order[i];
+        build_rank(c, w, r);
+        c->st->built_at[r] = c->ti + 1;
+    }
+}
+
+static void *build_thread(void *arg)
+{
+    build_share *j = arg;
+    build_some(j->c, &j->bld, j->next, j->end);
+    return NULL;
+}
+
+/* Two threads build done_order[c->done_at .. end) when that is worth a thread (else nothing is built). */
+#define PL_PAR_MIN_STEPS 4096
+static void build_two(pl_ctx *c, uint32_t end)
+{
+    if (end - c->done_at < 2 || rs_threads(c->steps.n, PL_PAR_MIN_STEPS) < 2) return;
+    uint32_t next = c->done_at;
+    build_share j;
+    memset(&j, 0, sizeof j);
+    j.c = c, j.next = &next, j.end = end;
+    pthread_t th;
+    sigset_t all, was; /* signals go to the main thread */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &was);
+    int bad = pthread_create(&th, NULL, build_thread, &j);
+    pthread_sigmask(SIG_SETMASK, &was, NULL);
+    if (bad) return;
+    build_some(c, &c->bld, &next, end);
+    pthread_join(th, NULL);
+    builder_free(&j.bld);
+    c->done_at = end;
+}
+
 void pl_tensor_planned(pl_ctx *c)
 {
-    /* After the last tensor, the ranks left (the destinations, mostly) are built at once: the routing
-     * state goes first (the 2.5 T MoE: 170 MB of flows, round tables and part records) */
+    /* After the last tensor, the ranks left (the destinations, mostly) are built at once, by two threads:
+     * the routing state goes first (the 2.5 T MoE: 170 MB of flows, round tables and part records) */
     if (c->ti + 1 == c->L->ntensors) {
         rs_assert(c->pseq == c->pflow.n); /* every routed part was planned */
         free_pass_state(c);
         compact_steps(c);
         c->pseq = 0;
+        uint32_t end = c->done_at;
+        while (end < c->world && c->rank_last[c->done_order[end]] && c->rank_last[c->done_order[end]] <= c->ti + 1)
+            end++;
+        build_two(c, end);
     }
     while (c->done_at < c->world) {
         uint32_t r = c->done_order[c->done_at];
         if (!c->rank_last[r] || c->rank_last[r] > c->ti + 1) break;
-        build_rank(c, r);
+        build_rank(c, &c->bld, r);
         c->st->built_at[r] = c->ti + 1;
         c->done_at++;
     }
@@ -2568,7 +2632,7 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
     free_pass_state(c);
     c->st->rounds = c->nrounds;
     for (uint32_t r = 0; r < c->world; r++)
-        if (!c->rank_built[r]) build_rank(c, r);
+        if (!c->rank_built[r]) build_rank(c, &c->bld, r);
     return 0;
 }
 
@@ -2605,7 +2669,7 @@ static void free_pass_state(pl_ctx *c)
     pl_map_free(&c->seg_index);
     rs_vec_free(&c->chunk_k);
     rs_vec_free(&c->fine);
-    rs_vec_free(&c->zscr);
+    rs_vec_free(&c->bld.zscr);
 }
 
 void pl_schedule_free(pl_ctx *c)
@@ -2617,9 +2681,7 @@ void pl_schedule_free(pl_ctx *c)
         for (uint32_t r = 0; r < c->world; r++) popool_release(&c->popool[r]);
     free(c->popool);
     c->popool = NULL;
-    free(c->dscr.doff);
-    free(c->dscr.dpool);
-    memset(&c->dscr, 0, sizeof c->dscr);
+    builder_free(&c->bld);
     for (size_t i = 0; i < c->steps.n; i++) {
         pops_drop(&c->steps.v[i]);
         free(c->steps.v[i].mt); /* a failed pass 3 */

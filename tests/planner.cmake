@@ -2,8 +2,10 @@
 # verifier common/plan_verify_all.c); included by tests/CMakeLists.txt.
 #   planner_unit         hand-built layouts with exact expectations (fan-out, balance, merging, budget...)
 #   planner_prop         4000 random layouts: plan + verify, every 4th replayed on the reference executor
-#   planner_mutate       damaged plans: the verifier must reject every one the executor finds wrong
-#   planner_determinism  the same layout twice gives byte-identical plans
+#   planner_prop_threads 1000 more, with RESHARD_THREADS=2: programs built and checks run on two threads
+#   planner_mutate       damaged plans: the verifier must reject every one the executor finds wrong, with the
+#                        same message and work on one thread and on two
+#   planner_determinism  the same layout twice gives byte-identical plans (once on one thread, once on two)
 #   planner_bound        the cost model's lower bound (box unions) against counting elements, 1000 layouts
 # A failing random case prints its seed; rerun it with `test_planner prop 1 SEED`.
 set(RS_PLANNER_TEST_DIR ${CMAKE_CURRENT_SOURCE_DIR}/planner)
@@ -13,6 +15,8 @@ target_include_directories(test_planner PRIVATE ${RS_PLANNER_TEST_DIR})
 target_link_libraries(test_planner PRIVATE rscompiler)
 add_test(NAME planner_unit COMMAND test_planner unit)
 add_test(NAME planner_prop COMMAND test_planner prop 4000 1)
+add_test(NAME planner_prop_threads COMMAND test_planner prop 1000 90001)
+set_tests_properties(planner_prop_threads PROPERTIES ENVIRONMENT RESHARD_THREADS=2)
 add_test(NAME planner_mutate COMMAND test_planner mutate 600 7)
 add_test(NAME planner_determinism COMMAND test_planner determinism)
 add_test(NAME planner_bound COMMAND test_planner bound 1000 1)
@@ -32,7 +36,7 @@ add_test(NAME planner_fanout_spill
 add_test(NAME planner_spill_halves
          COMMAND test_planner spill-halves ${PROJECT_SOURCE_DIR}/examples/deepseek-v3-h100.layout -D EXPERTS=1
                  -D STACK=1 -D PP=4 -D FIRST=3 -D LAST=4 -D L=15)
-set_tests_properties(planner_unit planner_prop planner_mutate planner_determinism planner_bound planner_verify_work
+set_tests_properties(planner_unit planner_prop planner_prop_threads planner_mutate planner_determinism planner_bound planner_verify_work
                      planner_fanout_spill planner_spill_halves PROPERTIES LABELS planner)
 
 # Golden dumps of small layouts (tests/golden/NAME.layout -> tests/golden/NAME.dump): compile, verify,

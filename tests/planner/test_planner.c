@@ -947,6 +947,13 @@ static int run_bound(uint64_t n, uint64_t seed0)
 
 /* ---- the verifier bites ---- */
 
+/* RESHARD_THREADS for what follows: 1 or 2 threads, 0 as the machine allows */
+static void threads(int n)
+{
+    if (n) setenv("RESHARD_THREADS", n == 1 ? "1" : "2", 1);
+    else unsetenv("RESHARD_THREADS");
+}
+
 static int run_mutate(uint64_t n, uint64_t seed0)
 {
     uint64_t caught = 0, both_ok = 0, strict = 0, tried = 0;
@@ -986,7 +993,20 @@ static int run_mutate(uint64_t n, uint64_t seed0)
             tried++;
             char msg[600];
             int bad_exec = rs_interp_run(&Q, 1, msg, sizeof msg) || rs_interp_run(&Q, 2, msg, sizeof msg);
-            int bad_ver = rs_plan_verify_all(&Q, err, sizeof err) != 0;
+            /* the verifier on one thread and with its checker thread: the same verdict, message and work */
+            uint64_t work[2];
+            char err2[600];
+            threads(1);
+            int bad_ver = rs_plan_verify_all_work(&Q, err, sizeof err, &work[0]) != 0;
+            threads(2);
+            int bad_ver2 = rs_plan_verify_all_work(&Q, err2, sizeof err2, &work[1]) != 0;
+            threads(0);
+            if (bad_ver2 != bad_ver || strcmp(err, err2) || work[0] != work[1]) {
+                fprintf(stderr, "seed %llu: mutation '%s': one thread: %s (work %llu); two: %s (work %llu)\n",
+                        (unsigned long long)seed, what, bad_ver ? err : "accepted", (unsigned long long)work[0],
+                        bad_ver2 ? err2 : "accepted", (unsigned long long)work[1]);
+                failures++;
+            }
             if (bad_exec && !bad_ver) {
                 fprintf(stderr, "seed %llu: mutation '%s' breaks the plan (%s) but the verifier accepts it\n",
                         (unsigned long long)seed, what, msg);
@@ -1010,7 +1030,7 @@ static int run_mutate(uint64_t n, uint64_t seed0)
     return failures;
 }
 
-/* ---- determinism: the same layout twice gives the same bytes ---- */
+/* ---- determinism: the same layout twice gives the same bytes, planned on one thread and on two ---- */
 
 static int run_determinism(void)
 {
@@ -1018,6 +1038,7 @@ static int run_determinism(void)
         uint8_t *img[2];
         size_t len[2];
         for (int k = 0; k < 2; k++) {
+            threads(k + 1);
             rs_layout L;
             gen_layout(&L, seed, NULL);
             rs_plan_opts o;
@@ -1031,6 +1052,7 @@ static int run_determinism(void)
             }
             rs_plan_free(&P);
         }
+        threads(0);
         CHECK(len[0] == len[1] && !memcmp(img[0], img[1], len[0]));
         free(img[0]);
         free(img[1]);

@@ -36,7 +36,8 @@ static int write_parts(int fd, const rs_wpart *parts, size_t nparts)
  * is written in place, since renaming a file over it would replace the device node or the pipe (as root,
  * `reshardc ... -o /dev/null` once replaced /dev/null); anything else but a regular file is refused.
  * Returns 1 when handled (*rc 0 written, -1 failed), 0 when the path is a regular file or does not exist. */
-static int write_special(const char *path, const rs_wpart *parts, size_t nparts, int *rc, char *err, size_t errlen)
+static int write_special(const char *path, const rs_wpart *parts, size_t nparts, int (*gate)(void *), void *arg,
+                         int *rc, char *err, size_t errlen)
 {
     struct stat st;
     if (stat(path, &st) != 0 || S_ISREG(st.st_mode)) return 0;
@@ -44,6 +45,7 @@ static int write_special(const char *path, const rs_wpart *parts, size_t nparts,
     if (S_ISDIR(st.st_mode)) return rs_errf(err, errlen, "%s: cannot write: Is a directory", path), 1;
     if (!S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode))
         return rs_errf(err, errlen, "%s: cannot write: not a regular file, a character device or a pipe", path), 1;
+    if (gate && gate(arg)) return *rc = 1, 1; /* what is written there cannot be taken back */
     /* O_NONBLOCK: a pipe nobody reads fails at once (ENXIO) instead of waiting for a reader; the writes
      * then block as usual */
     int fd = open(path, O_WRONLY | O_CLOEXEC | O_NONBLOCK);
@@ -63,10 +65,16 @@ int rs_same_file(const char *a, const char *b)
     return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
 }
 
-int rs_write_file(const char *path_in, const rs_wpart *parts, size_t nparts, char *err, size_t errlen)
+int rs_write_file(const char *path, const rs_wpart *parts, size_t nparts, char *err, size_t errlen)
+{
+    return rs_write_file_gated(path, parts, nparts, NULL, NULL, err, errlen);
+}
+
+int rs_write_file_gated(const char *path_in, const rs_wpart *parts, size_t nparts, int (*gate)(void *), void *arg,
+                        char *err, size_t errlen)
 {
     int rc = 0;
-    if (write_special(path_in, parts, nparts, &rc, err, errlen)) return rc;
+    if (write_special(path_in, parts, nparts, gate, arg, &rc, err, errlen)) return rc;
     /* A symbolic link to a regular file keeps pointing at it: the file it names is the one replaced. */
     const char *path = path_in;
     char *resolved = NULL;
@@ -101,8 +109,9 @@ int rs_write_file(const char *path_in, const rs_wpart *parts, size_t nparts, cha
         free(resolved);
         return -1;
     }
-    /* tests: a signal arriving while the file is written (tests/format.cmake, format_write_signal) */
-    if (getenv("RESHARD_TEST_SIGNAL_IN_WRITE")) raise(SIGINT);
+    /* tests: a signal arriving while the file is written (tests/format.cmake, format_write_signal); sent to
+     * the process, not this thread: the file may be written on a thread of its own */
+    if (getenv("RESHARD_TEST_SIGNAL_IN_WRITE")) kill(getpid(), SIGINT);
     /* a file that is replaced keeps its permissions (the temporary one got 0666 less the umask) */
     struct stat old;
     int bad = stat(path, &old) == 0 && fchmod(fd, old.st_mode & 07777) != 0;
@@ -110,10 +119,11 @@ int rs_write_file(const char *path_in, const rs_wpart *parts, size_t nparts, cha
     if (!bad) bad = fsync(fd);
     int e = errno;
     if (close(fd) && !bad) bad = -1, e = errno;
-    if (!bad && rename(tmp, path)) bad = -1, e = errno;
-    if (bad) {
+    int no = !bad && gate && gate(arg);
+    if (!bad && !no && rename(tmp, path)) bad = -1, e = errno;
+    if (bad || no) {
         unlink(tmp);
-        rs_errf(err, errlen, "%s: cannot write: %s", path_in, strerror(e));
+        if (bad) rs_errf(err, errlen, "%s: cannot write: %s", path_in, strerror(e));
     } else {
         /* Make the rename durable: fsync the directory (best effort). */
         const char *slash = strrchr(path, '/');
@@ -128,5 +138,5 @@ int rs_write_file(const char *path_in, const rs_wpart *parts, size_t nparts, cha
     pthread_sigmask(SIG_SETMASK, &was, NULL);
     free(tmp);
     free(resolved);
-    return bad ? -1 : 0;
+    return bad ? -1 : no;
 }

@@ -231,6 +231,10 @@ int rs_plan_encode(rs_plan *P, uint8_t **out, size_t *outlen, char *err, size_t 
 /* Encode and write atomically (temporary file in the same directory, fsync, rename). Errors begin with
  * the path. */
 int rs_plan_write_file(rs_plan *P, const char *path, char *err, size_t errlen);
+/* rs_plan_write_file while the caller verifies P on another thread (rs_plan_verify_all): the per-rank
+ * checks are left to it, and the file is put in place only if gate(arg) returns 0, which it may wait to
+ * say (rs_write_file_gated). Returns 0, -1 with err, or 1 when the gate said no. */
+int rs_plan_write_file_gated(rs_plan *P, const char *path, int (*gate)(void *), void *arg, char *err, size_t errlen);
 
 /* Decode. rank < 0: every rank's program; otherwise only that rank's (others have loaded = 0).
  * Validates every offset/length/count/index and every CRC; then runs rs_plan_verify_rank on each

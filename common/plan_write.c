@@ -241,7 +241,8 @@ static void enc_free(encoded *E)
     for (int i = 0; i < RS_SEC_COUNT_1_0; i++) rs_vec_free(&E->sec[i]);
 }
 
-static int encode(rs_plan *P, encoded *E, char *err, size_t errlen)
+/* checked: every rank's structure is (or is being) checked by the caller (else it is checked here) */
+static int encode(rs_plan *P, encoded *E, int checked, char *err, size_t errlen)
 {
     const rs_layout *L = &P->layout;
     memset(E, 0, sizeof *E);
@@ -252,7 +253,7 @@ static int encode(rs_plan *P, encoded *E, char *err, size_t errlen)
     for (uint32_t r = 0; r < L->topo.world; r++) nloaded += P->ranks[r].loaded != 0;
     if (nloaded && nloaded < L->topo.world)
         return rs_errf(err, errlen, "cannot encode: plan was loaded for some ranks only");
-    for (uint32_t r = 0; r < L->topo.world && !P->verified; r++)
+    for (uint32_t r = 0; r < L->topo.world && !checked; r++)
         if (rs_plan_verify_rank(P, r, err, errlen)) return -1;
 
     strtab st = {0};
@@ -327,7 +328,7 @@ int rs_plan_encode(rs_plan *P, uint8_t **out, size_t *outlen, char *err, size_t 
     encoded E;
     *out = NULL;
     *outlen = 0;
-    if (encode(P, &E, err, errlen)) {
+    if (encode(P, &E, P->verified, err, errlen)) {
         enc_free(&E);
         return -1;
     }
@@ -344,10 +345,11 @@ int rs_plan_encode(rs_plan *P, uint8_t **out, size_t *outlen, char *err, size_t 
     return 0;
 }
 
-int rs_plan_write_file(rs_plan *P, const char *path, char *err, size_t errlen)
+static int write_file(rs_plan *P, const char *path, int checked, int (*gate)(void *), void *arg, char *err,
+                      size_t errlen)
 {
     encoded E;
-    if (encode(P, &E, err, errlen)) {
+    if (encode(P, &E, checked, err, errlen)) {
         enc_free(&E);
         if (err && errlen) {
             char *why = rs_xstrdup(err); /* every error names the file first, as the loader's do */
@@ -359,7 +361,17 @@ int rs_plan_write_file(rs_plan *P, const char *path, char *err, size_t errlen)
     rs_wpart parts[1 + RS_SEC_COUNT_1_0];
     parts[0] = (rs_wpart){E.head, sizeof E.head};
     for (int i = 0; i < RS_SEC_COUNT_1_0; i++) parts[1 + i] = (rs_wpart){E.sec[i].v, E.sec[i].n};
-    int rc = rs_write_file(path, parts, 1 + RS_SEC_COUNT_1_0, err, errlen);
+    int rc = rs_write_file_gated(path, parts, 1 + RS_SEC_COUNT_1_0, gate, arg, err, errlen);
     enc_free(&E);
     return rc;
+}
+
+int rs_plan_write_file(rs_plan *P, const char *path, char *err, size_t errlen)
+{
+    return write_file(P, path, P->verified, NULL, NULL, err, errlen);
+}
+
+int rs_plan_write_file_gated(rs_plan *P, const char *path, int (*gate)(void *), void *arg, char *err, size_t errlen)
+{
+    return write_file(P, path, 1, gate, arg, err, errlen);
 }

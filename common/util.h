@@ -89,6 +89,12 @@ typedef struct {
     size_t n;
 } rs_wpart;
 int rs_write_file(const char *path, const rs_wpart *parts, size_t nparts, char *err, size_t errlen);
+/* rs_write_file, with the file put in place only if gate(arg) returns 0: it is called once the temporary
+ * file is written and synced (for a pipe or device, before anything is written), and may wait, so that
+ * the file is written while the caller decides whether it should be. Returns 0, -1 with err, or 1 when the
+ * gate said no (nothing written or left behind, err untouched). */
+int rs_write_file_gated(const char *path, const rs_wpart *parts, size_t nparts, int (*gate)(void *), void *arg,
+                        char *err, size_t errlen);
 
 uint64_t rs_hash64(const void *data, size_t len, uint64_t seed);
 /* CRC32C (Castagnoli), used per section in plan.bin. */

@@ -1,8 +1,11 @@
 /* cmd_compile.c - `reshardc LAYOUT -o PLAN [-D NAME=VALUE]... [--staging BYTES] [--fanout-split BYTES]
  * [--relays auto|on|off] [--relay-fanout N] [--no-verify] [--quiet]`:
  * the pass pipeline: front end (parse, elaborate, check) -> planner (regions, fan-out, sources, steps)
- * -> whole-plan verification -> plan.bin, written atomically. Exit 0 ok, 1 invalid layout (or a plan that
+ * -> whole-plan verification, while plan.bin is written atomically beside it (put in place only if the plan
+ * passes). Exit 0 ok, 1 invalid layout (or a plan that
  * fails verification: a planner bug), 2 bad command line. A failed compile never writes the output. */
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +70,93 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The plan is written on a thread of its own while it is verified here, and put in place only if it
+ * passes (rs_plan_write_file_gated): the write (the kernel copying the file into the page cache, about 0.1 s
+ * per 10 MB here) no longer follows verification. Interrupting signals are held on both threads until the
+ * file is in place or removed, as rs_write_file holds them on its own (one arriving on this thread would
+ * end the process with the temporary file left behind), so Ctrl-C during verification takes effect when
+ * it ends. Returns verification's result (-1 with verr); *wrc the write's (-1 with werr; 0 when it was
+ * verification that failed); *t_verified when verification ended. */
+/* Tests (tests/format.cmake, format_write_unverified): the first SEND one byte longer than its RECV, as a
+ * planner bug could make it, so that verification fails while the plan is written. */
+static void damage_plan(rs_plan *P)
+{
+    for (uint32_t r = 0; r < P->layout.topo.world; r++)
+        for (uint32_t i = 0; i < P->ranks[r].nops; i++)
+            if (P->ranks[r].ops[i].code == RS_OP_SEND) {
+                P->ranks[r].ops[i].bytes++;
+                return;
+            }
+}
+
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int verdict; /* 0 not yet, 1 verified, -1 failed */
+    rs_plan *P;
+    const char *out;
+    char err[600];
+    int rc;
+} write_job;
+
+static int write_gate(void *arg)
+{
+    write_job *j = arg;
+    pthread_mutex_lock(&j->mu);
+    while (!j->verdict) pthread_cond_wait(&j->cv, &j->mu);
+    int v = j->verdict;
+    pthread_mutex_unlock(&j->mu);
+    return v != 1;
+}
+
+static void *write_thread(void *arg)
+{
+    write_job *j = arg;
+    j->rc = rs_plan_write_file_gated(j->P, j->out, write_gate, j, j->err, sizeof j->err);
+    return NULL;
+}
+
+static int verify_and_write(rs_plan *P, rs_plan_stats *S, const char *out, char *verr, size_t verrlen, int *wrc,
+                            char *werr, size_t werrlen, double *t_verified)
+{
+    write_job j;
+    memset(&j, 0, sizeof j);
+    j.P = P;
+    j.out = out;
+    sigset_t hold, was;
+    sigemptyset(&hold);
+    sigaddset(&hold, SIGINT);
+    sigaddset(&hold, SIGTERM);
+    sigaddset(&hold, SIGHUP);
+    sigaddset(&hold, SIGQUIT);
+    pthread_mutex_init(&j.mu, NULL);
+    pthread_cond_init(&j.cv, NULL);
+    pthread_t th;
+    int threaded = rs_threads(1, 0) > 1; /* (RESHARD_THREADS=1, or one CPU: verified, then written) */
+    if (threaded) {
+        pthread_sigmask(SIG_BLOCK, &hold, &was);
+        threaded = pthread_create(&th, NULL, write_thread, &j) == 0;
+        if (!threaded) pthread_sigmask(SIG_SETMASK, &was, NULL);
+    }
+    int vrc = rs_planner_verify(P, S, verr, verrlen);
+    *t_verified = now_s();
+    *wrc = 0;
+    if (threaded) {
+        pthread_mutex_lock(&j.mu);
+        j.verdict = vrc ? -1 : 1;
+        pthread_cond_signal(&j.cv);
+        pthread_mutex_unlock(&j.mu);
+        pthread_join(th, NULL);
+        pthread_sigmask(SIG_SETMASK, &was, NULL); /* a signal held meanwhile is delivered here */
+        if (!vrc && j.rc) *wrc = -1, snprintf(werr, werrlen, "%s", j.err);
+    } else if (!vrc) {
+        *wrc = rs_plan_write_file(P, out, werr, werrlen);
+    }
+    pthread_mutex_destroy(&j.mu);
+    pthread_cond_destroy(&j.cv);
+    return vrc;
 }
 
 int rs_cmd_compile(int argc, char **argv)
@@ -227,7 +317,9 @@ int rs_cmd_compile(int argc, char **argv)
     char *pdiag = NULL;
     size_t pdiag_len = 0;
     FILE *pd = rs_progress_on() ? open_memstream(&pdiag, &pdiag_len) : NULL;
-    rs_progress_begin(po.verify ? "planning and verifying" : "planning", 0, "");
+    int verify = po.verify;
+    po.verify = 0; /* verified below, while the plan is written */
+    rs_progress_begin("planning", 0, "");
     int prc = rs_planner_run(&ir, &po, &P, &S, pd ? pd : stderr);
     rs_progress_end();
     if (pd) {
@@ -241,14 +333,30 @@ int rs_cmd_compile(int argc, char **argv)
         goto done;
     }
     rs_ir_free(&ir);
-    double t2 = now_s();
     P.source_fp = rs_hash64(&fp, sizeof fp, 0x7265736861726463ull);
     if (po.fanout_zero_copy) /* hashed only when given: plans made without it keep their fingerprints */
         P.source_fp = rs_hash64(&po.fanout_zero_copy, sizeof po.fanout_zero_copy, P.source_fp);
     char err[600];
-    rs_progress_begin("writing", 0, "");
-    int wrc = rs_plan_write_file(&P, out, err, sizeof err);
-    rs_progress_end();
+    double t2 = now_s();
+    int wrc;
+    if (getenv("RESHARD_TEST_DAMAGE_PLAN")) damage_plan(&P); /* tests: a plan that fails verification */
+    if (verify) {
+        char verr[600];
+        rs_progress_begin("verifying and writing", 0, "");
+        int vrc = verify_and_write(&P, &S, out, verr, sizeof verr, &wrc, err, sizeof err, &t2);
+        rs_progress_end();
+        if (vrc) {
+            fprintf(stderr, "reshardc: error: %s\n", verr);
+            rs_plan_free(&P);
+            rs_plan_stats_free(&S);
+            rc = 1;
+            goto done;
+        }
+    } else {
+        rs_progress_begin("writing", 0, "");
+        wrc = rs_plan_write_file(&P, out, err, sizeof err);
+        rs_progress_end();
+    }
     if (wrc) {
         fprintf(stderr, "reshardc: %s\n", err);
         rs_plan_free(&P);
@@ -268,7 +376,7 @@ int rs_cmd_compile(int argc, char **argv)
                "NVLink %llu direct + %llu forwarded, local %llu; %s (front end %.2f s, planner %.2f s, write %.2f s)\n",
                out, P.layout.topo.world, S.rounds, steps, ops, maxst, (unsigned long long)S.net_bytes,
                (unsigned long long)S.nvl_bytes, (unsigned long long)S.fwd_bytes, (unsigned long long)S.local_bytes,
-               po.verify ? "verified" : "NOT verified", t1 - t0, t2 - t1, t3 - t2);
+               verify ? "verified" : "NOT verified", t1 - t0, t2 - t1, t3 - t2);
     }
     if (getenv("RESHARDC_TIMING"))
         fprintf(stderr, "reshardc: bindings %.3f s, pass 1 %.3f s, pass 2 %.3f s, pass 3 %.3f s, programs %.3f s, "

@@ -420,23 +420,30 @@ int rs_planner_plan(rs_layout *L, const rs_plan_opts *o, rs_plan *out, rs_plan_s
     out->layout = *L;
     memset(L, 0, sizeof *L);
     out->staging_budget = o->staging_bytes;
-    if (o->verify) {
-        char verr[512];
-        int vrc = rs_plan_verify_all_timed(out, verr, sizeof verr, NULL, stats ? stats->verify_seconds : NULL);
-        if (stats) stats->seconds[5] = now_s() - t, stats->peak_kib[5] = peak_kib();
-        rs_heap_trim(PL_TRIM_MIN_FREE); /* the verifier's pages, before the plan is encoded next to it */
-        if (vrc) {
-            snprintf(err, errlen, "internal error: the plan failed verification (a planner bug): %s", verr);
-            *L = out->layout;
-            memset(&out->layout, 0, sizeof out->layout);
-            rs_plan_free(out);
-            memset(out, 0, sizeof *out);
-            if (!stats) rs_plan_stats_free(&local_stats);
-            return -1;
-        }
-        out->verified = 1; /* every rank's structure was checked there: the writer need not repeat it */
+    if (o->verify && rs_planner_verify(out, stats, err, errlen)) {
+        *L = out->layout;
+        memset(&out->layout, 0, sizeof out->layout);
+        rs_plan_free(out);
+        memset(out, 0, sizeof *out);
+        if (!stats) rs_plan_stats_free(&local_stats);
+        return -1;
     }
     if (!stats) rs_plan_stats_free(&local_stats);
+    return 0;
+}
+
+int rs_planner_verify(rs_plan *P, rs_plan_stats *stats, char *err, size_t errlen)
+{
+    double t = now_s();
+    char verr[512];
+    int vrc = rs_plan_verify_all_timed(P, verr, sizeof verr, NULL, stats ? stats->verify_seconds : NULL);
+    if (stats) stats->seconds[5] = now_s() - t, stats->peak_kib[5] = peak_kib();
+    rs_heap_trim(PL_TRIM_MIN_FREE); /* the verifier's pages, before the plan is encoded next to it */
+    if (vrc) {
+        snprintf(err, errlen, "internal error: the plan failed verification (a planner bug): %s", verr);
+        return -1;
+    }
+    P->verified = 1; /* every rank's structure was checked there: the writer need not repeat it */
     return 0;
 }
 

@@ -79,6 +79,11 @@ void rs_plan_stats_free(rs_plan_stats *s);
 int rs_planner_plan(rs_layout *L, const rs_plan_opts *o, rs_plan *out, rs_plan_stats *stats, char *err,
                     size_t errlen, uint32_t *bad_piece);
 
+/* The whole-plan verification rs_planner_plan runs when o->verify is set, for a plan planned without it
+ * (to write the plan while it runs: rs_plan_write_file_gated): its time and peak go to stats (may be NULL)
+ * and P->verified is set. A failure is a planner bug: -1 with a message that says so (P is left as it is).*/
+int rs_planner_verify(rs_plan *P, rs_plan_stats *stats, char *err, size_t errlen);
+
 /* The same from the front end's IR: moves ir->L into out->layout; diagnostics go to diag with the
  * source position of the piece involved. Returns 0 or -1. */
 int rs_planner_run(rs_ir *ir, const rs_plan_opts *o, rs_plan *out, rs_plan_stats *stats, FILE *diag);

@@ -127,6 +127,18 @@ add_test(NAME format_write_signal COMMAND sh -c "\
   $<TARGET_FILE:reshardc> verify sig/p.bin"
   WORKING_DIRECTORY ${RS_FMT_WORK})
 set_tests_properties(format_write_signal PROPERTIES TIMEOUT 60)
+# A plan that fails verification (a test hook makes one SEND a byte longer than its RECV) while it is
+# written beside it: exit 1 with the planner-bug message, the old file untouched, no PATH.tmp.* left, and
+# nothing at all written to a pipe.
+add_test(NAME format_write_unverified COMMAND sh -c "\
+  rm -rf unv && mkdir unv && c=$<TARGET_FILE:reshardc> && l=${CMAKE_CURRENT_SOURCE_DIR}/golden/experts.layout && \
+  $c $l -o unv/p.bin --quiet && cp unv/p.bin unv/good.bin && \
+  RESHARD_TEST_DAMAGE_PLAN=1 $c $l -o unv/p.bin --quiet 2>unv/err; rc=$?; test $rc = 1 || { echo \"exit $rc\"; exit 1; }; \
+  grep -q 'reshardc: error: internal error: the plan failed verification (a planner bug): bad plan' unv/err || { cat unv/err; exit 1; }; \
+  cmp unv/p.bin unv/good.bin || exit 1; \
+  test -z \"$(ls unv | grep tmp)\" || { echo \"left behind:\"; ls unv; exit 1; }; \
+  RESHARD_TEST_DAMAGE_PLAN=1 $c $l -o /dev/stdout --quiet 2>/dev/null | wc -c > unv/n; test \"$(cat unv/n)\" = 0"
+  WORKING_DIRECTORY ${RS_FMT_WORK})
 set_tests_properties(format_dump format_dump_rank format_diff format_diff_same format_diff_coalesced
                      format_diff_rerouted format_reshardc_dump
                      format_reshardc_verify format_reshardc_verify_bad PROPERTIES FIXTURES_REQUIRED rs_fmt_plans)

@@ -89,13 +89,8 @@ int rs_write_file_gated(const char *path_in, const rs_wpart *parts, size_t npart
     int fd = -1;
     /* Ctrl-C, a hangup or a kill (not -9) while the temporary file exists waits until it is renamed or
      * removed, so that no half-written PATH.tmp.* is left behind; the signal is delivered at the end. */
-    sigset_t hold, was;
-    sigemptyset(&hold);
-    sigaddset(&hold, SIGINT);
-    sigaddset(&hold, SIGTERM);
-    sigaddset(&hold, SIGHUP);
-    sigaddset(&hold, SIGQUIT);
-    pthread_sigmask(SIG_BLOCK, &hold, &was);
+    sigset_t was;
+    rs_hold_interrupts(&was);
     /* O_EXCL on a fresh name in the same directory; the umask applies to the 0666 mode. */
     for (unsigned k = 0; k < 1000 && fd < 0; k++) {
         snprintf(tmp, plen + 64, "%s.tmp.%ld.%u", path, (long)getpid(), k);

@@ -136,6 +136,19 @@ typedef struct rs_plan {
 void rs_plan_free(rs_plan *P);
 
 /* Descriptor i of rank program g, unpacked into *out (dims past ndim zero); returns out. */
+/* Bytes [off, off + bytes) of binding (or staging) loc as a one-dim descriptor. */
+static inline rs_desc rs_desc_range(uint32_t loc, uint64_t off, uint64_t bytes)
+{
+    rs_desc d;
+    memset(&d, 0, sizeof d);
+    d.loc = loc;
+    d.ndim = 1;
+    d.offset = off;
+    d.count[0] = bytes;
+    d.stride[0] = 1;
+    return d;
+}
+
 static inline const rs_desc *rs_prog_desc(const rs_rank_prog *g, uint32_t i, rs_desc *out)
 {
     const uint64_t *w = g->dpool + g->doff[i];

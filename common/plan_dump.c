@@ -216,13 +216,7 @@ int rs_plan_format_desc(char *buf, size_t n, const rs_plan *P, uint32_t rank, co
 int rs_plan_format_range(char *buf, size_t n, const rs_plan *P, uint32_t rank, uint32_t loc, uint64_t off,
                          uint64_t bytes)
 {
-    rs_desc d;
-    memset(&d, 0, sizeof d);
-    d.loc = loc;
-    d.ndim = 1;
-    d.offset = off;
-    d.count[0] = bytes;
-    d.stride[0] = 1;
+    rs_desc d = rs_desc_range(loc, off, bytes);
     return rs_plan_format_desc(buf, n, P, rank, &d);
 }
 

@@ -11,7 +11,6 @@
 #include "util.h"
 
 #include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1116,13 +1115,7 @@ static int check_delivery(vctx *c, uint32_t drank, const vseg_vec *ld, uint64_t 
 {
     if (p->d == RS_NONE) {
         /* contiguous binding bytes: a one-dim desc */
-        rs_desc cd;
-        memset(&cd, 0, sizeof cd);
-        cd.loc = p->loc;
-        cd.ndim = 1;
-        cd.offset = p->pos;
-        cd.count[0] = p->len;
-        cd.stride[0] = 1;
+        rs_desc cd = rs_desc_range(p->loc, p->pos, p->len);
         if (decompose(c, p->src, p->loc, &cd, 0, p->len, &c->ls)) return -1;
     } else {
         /* a whole source desc maps to one tensor desc most of the time: decompose it once (the desc
@@ -2658,13 +2651,7 @@ static int run_job(vctx *c, const djob *j, const prov *sp)
     const rs_op *o = &g->ops[j->op];
     c->cur_rank = j->r, c->cur_step = j->step, c->cur_op = j->op;
     if (j->kind == DJ_RECV) {
-        rs_desc dd;
-        memset(&dd, 0, sizeof dd);
-        dd.loc = o->loc;
-        dd.ndim = 1;
-        dd.offset = o->off;
-        dd.count[0] = o->bytes;
-        dd.stride[0] = 1;
+        rs_desc dd = rs_desc_range(o->loc, o->off, o->bytes);
         return unpack_like(c, j->r, &dd, sp, j->np);
     }
     rs_desc ddb_;
@@ -2723,13 +2710,7 @@ static void dq_start(vctx *c)
     k->err = q->cerr = rs_xcalloc(k->errlen, 1);
     pthread_mutex_init(&q->mu, NULL);
     pthread_cond_init(&q->cv, NULL);
-    /* the checker takes no signals: they go to the threads that expect them */
-    sigset_t all, was;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &was);
-    int bad = pthread_create(&q->th, NULL, dq_checker, q);
-    pthread_sigmask(SIG_SETMASK, &was, NULL);
-    if (bad) {
+    if (rs_thread_start(&q->th, dq_checker, q)) {
         pthread_mutex_destroy(&q->mu);
         pthread_cond_destroy(&q->cv);
         free(q->cerr);
@@ -3369,12 +3350,7 @@ static int coverage_decompose(vctx *c)
                 if (o->code == RS_OP_UNPACK || o->code == RS_OP_COPY) {
                     rs_prog_desc(g, o->dst, &dd);
                 } else if (o->code == RS_OP_RECV && o->loc != RS_LOC_STAGING) {
-                    memset(&dd, 0, sizeof dd);
-                    dd.loc = o->loc;
-                    dd.ndim = 1;
-                    dd.offset = o->off;
-                    dd.count[0] = o->bytes;
-                    dd.stride[0] = 1;
+                    dd = rs_desc_range(o->loc, o->off, o->bytes);
                 } else {
                     continue;
                 }
@@ -3460,6 +3436,56 @@ int rs_plan_verify_all_work(const rs_plan *P, char *err, size_t errlen, uint64_t
     return rs_plan_verify_all_timed(P, err, errlen, work, NULL);
 }
 
+/* The per-rank checks of ranks [r0, r1) (rs_plan_verify_all_timed), on a context of their own. */
+typedef struct {
+    vctx c;
+    uint32_t r0, r1;
+    int rc, align_bad, races_bad;
+    uint64_t race_runs;
+} rank_part;
+
+static void rank_checks(rank_part *p)
+{
+    vctx *c = &p->c;
+    const rs_plan *P = c->P;
+    u8_vec bk = {0};
+    iv_vec fp = {0}, tmp = {0};
+    size_vec at = {0};
+    desc_vec dt = {0}; /* the rank's descriptors, unpacked once for the three checks */
+    int rc = 0;
+    for (uint32_t r = p->r0; r < p->r1 && !rc; r++) {
+        const rs_rank_prog *g = &P->ranks[r];
+        c->dt = NULL;
+        if (g->loaded && g->ndescs && g->dpool && g->doff) {
+            dt.n = 0;
+            rs_vec_reserve(&dt, g->ndescs);
+            for (uint32_t i = 0; i < g->ndescs; i++) rs_prog_desc(g, i, &dt.v[i]);
+            c->dt = dt.v;
+        }
+        if (!g->loaded)
+            rc = vfail(c, "rank %u's program was not loaded (whole-plan checks need every rank)", r);
+        else if (rs_plan_verify_rank_unpacked(P, r, c->dt, c->err, c->errlen))
+            rc = -1;
+        if (rc) break;
+        if (!p->align_bad) p->align_bad = check_alignment_rank(c, r, &bk, 1);
+        /* (after an alignment problem, which fails the plan, the races are not needed) */
+        if (!p->races_bad && !p->align_bad) p->races_bad = races_rank(c, r, &fp, &tmp, &at, &p->race_runs);
+    }
+    c->dt = NULL;
+    rs_vec_free(&dt);
+    rs_vec_free(&bk);
+    rs_vec_free(&fp);
+    rs_vec_free(&tmp);
+    rs_vec_free(&at);
+    p->rc = rc;
+}
+
+static void *rank_checks_thread(void *arg)
+{
+    rank_checks(arg);
+    return NULL;
+}
+
 static double wall_now(void)
 {
     struct timespec t;
@@ -3495,40 +3521,46 @@ int rs_plan_verify_all_timed(const rs_plan *P, char *err, size_t errlen, uint64_
     /* Each rank's alignment and race checks run right after its structural check, while its program is
      * in cache (each pass over all programs streamed hundreds of MB from memory), quietly: the checks
      * between them come first, so a problem (or a run budget they would exceed) is left to the checks in
-     * their order, which report it. The runs the race check takes are taken where it would run. */
-    int align_bad = 0, races_bad = 0;
-    uint64_t race_runs = 0;
+     * their order, which report it. The runs the race check takes are taken where it would run. On two
+     * threads, the second takes the ranks of the plan's second half of ops; its problem is reported only
+     * when the first half has none (the first in rank order, as on one thread). */
+    int align_bad, races_bad;
+    uint64_t race_runs;
     {
-        u8_vec bk = {0};
-        iv_vec fp = {0}, tmp = {0};
-        size_vec at = {0};
-        desc_vec dt = {0}; /* the rank's descriptors, unpacked once for the three checks */
-        int rc = 0;
         c.reads_dst = rs_xcalloc(c.world + 1, 1);
-        for (uint32_t r = 0; r < c.world && !rc; r++) {
-            const rs_rank_prog *g = &P->ranks[r];
-            c.dt = NULL;
-            if (g->loaded && g->ndescs && g->dpool && g->doff) {
-                dt.n = 0;
-                rs_vec_reserve(&dt, g->ndescs);
-                for (uint32_t i = 0; i < g->ndescs; i++) rs_prog_desc(g, i, &dt.v[i]);
-                c.dt = dt.v;
+        rank_part a, b;
+        memset(&a, 0, sizeof a);
+        a.c = c;
+        a.r1 = c.world;
+        uint64_t nops = 0, half = 0;
+        for (uint32_t r = 0; r < c.world; r++) nops += P->ranks[r].nops;
+        int two = 0;
+        pthread_t th;
+        if (rs_threads(nops, DQ_MIN_OPS) > 1) {
+            uint32_t h = 0;
+            while (h < c.world && 2 * half < nops) half += P->ranks[h++].nops;
+            b = a;
+            b.c.errlen = errlen ? errlen : 1;
+            b.c.err = rs_xcalloc(b.c.errlen, 1);
+            b.r0 = a.r1 = h;
+            two = h < c.world && !rs_thread_start(&th, rank_checks_thread, &b);
+            if (!two) {
+                a.r1 = c.world;
+                free(b.c.err);
             }
-            if (!g->loaded)
-                rc = vfail(&c, "rank %u's program was not loaded (whole-plan checks need every rank)", r);
-            else if (rs_plan_verify_rank_unpacked(P, r, c.dt, err, errlen))
-                rc = -1;
-            if (rc) break;
-            if (!align_bad) align_bad = check_alignment_rank(&c, r, &bk, 1);
-            /* (after an alignment problem, which fails the plan, the races are not needed) */
-            if (!races_bad && !align_bad) races_bad = races_rank(&c, r, &fp, &tmp, &at, &race_runs);
         }
-        c.dt = NULL;
-        rs_vec_free(&dt);
-        rs_vec_free(&bk);
-        rs_vec_free(&fp);
-        rs_vec_free(&tmp);
-        rs_vec_free(&at);
+        rank_checks(&a);
+        int rc = a.rc;
+        align_bad = a.align_bad, races_bad = a.races_bad, race_runs = a.race_runs;
+        if (two) {
+            pthread_join(th, NULL);
+            if (!rc && b.rc) {
+                rc = -1;
+                if (err && errlen) snprintf(err, errlen, "%s", b.c.err);
+            }
+            align_bad |= b.align_bad, races_bad |= b.races_bad, race_runs += b.race_runs;
+            free(b.c.err);
+        }
         if (rc) {
             free(c.reads_dst);
             return -1;

@@ -6,7 +6,9 @@
 #include <malloc.h>
 #endif
 
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,6 +152,27 @@ int rs_threads(uint64_t work, uint64_t min_work)
     if (work < min_work) return 1;
     cpu_set_t set;
     return sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) >= 2 ? 2 : 1;
+}
+
+void rs_hold_interrupts(sigset_t *was)
+{
+    sigset_t hold;
+    sigemptyset(&hold);
+    sigaddset(&hold, SIGINT);
+    sigaddset(&hold, SIGTERM);
+    sigaddset(&hold, SIGHUP);
+    sigaddset(&hold, SIGQUIT);
+    pthread_sigmask(SIG_BLOCK, &hold, was);
+}
+
+int rs_thread_start(void *th, void *(*fn)(void *), void *arg)
+{
+    sigset_t all, was;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &was);
+    int bad = pthread_create((pthread_t *)th, NULL, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &was, NULL);
+    return bad ? -1 : 0;
 }
 
 size_t *rs_radix_order(const uint64_t *keys, size_t n, unsigned bits)

@@ -3,6 +3,7 @@
 #ifndef RS_UTIL_H
 #define RS_UTIL_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -32,6 +33,12 @@ void rs_heap_trim(size_t min_free);
  * when work >= min_work and this process may run on two CPUs or more. The planner's and the verifier's
  * results do not depend on it. */
 int rs_threads(uint64_t work, uint64_t min_work);
+/* Start a helper thread that takes no signals (they go to the threads that expect them). 0, or -1 when it
+ * could not be started. (th: a pthread_t.) */
+int rs_thread_start(void *th, void *(*fn)(void *), void *arg);
+/* Hold the interrupting signals (SIGINT, SIGTERM, SIGHUP, SIGQUIT) on the calling thread; they are delivered
+ * once the mask saved in *was is restored (pthread_sigmask(SIG_SETMASK, was, NULL)). */
+void rs_hold_interrupts(sigset_t *was);
 /* The order that sorts keys[0..n) stably (a new array of n indices, to free): an LSD radix sort over the
  * keys' `bits` low bits, in as few passes of at most 13 bits as that takes (the counters stay in cache). */
 size_t *rs_radix_order(const uint64_t *keys, size_t n, unsigned bits);

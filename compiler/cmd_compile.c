@@ -125,18 +125,13 @@ static int verify_and_write(rs_plan *P, rs_plan_stats *S, const char *out, char 
     memset(&j, 0, sizeof j);
     j.P = P;
     j.out = out;
-    sigset_t hold, was;
-    sigemptyset(&hold);
-    sigaddset(&hold, SIGINT);
-    sigaddset(&hold, SIGTERM);
-    sigaddset(&hold, SIGHUP);
-    sigaddset(&hold, SIGQUIT);
+    sigset_t was;
     pthread_mutex_init(&j.mu, NULL);
     pthread_cond_init(&j.cv, NULL);
     pthread_t th;
     int threaded = rs_threads(1, 0) > 1; /* (RESHARD_THREADS=1, or one CPU: verified, then written) */
     if (threaded) {
-        pthread_sigmask(SIG_BLOCK, &hold, &was);
+        rs_hold_interrupts(&was);
         threaded = pthread_create(&th, NULL, write_thread, &j) == 0;
         if (!threaded) pthread_sigmask(SIG_SETMASK, &was, NULL);
     }

@@ -12,7 +12,6 @@
 #include "plan_int.h"
 
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -2589,12 +2588,7 @@ static void build_two(pl_ctx *c, uint32_t end)
     memset(&j, 0, sizeof j);
     j.c = c, j.next = &next, j.end = end;
     pthread_t th;
-    sigset_t all, was; /* signals go to the main thread */
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &was);
-    int bad = pthread_create(&th, NULL, build_thread, &j);
-    pthread_sigmask(SIG_SETMASK, &was, NULL);
-    if (bad) return;
+    if (rs_thread_start(&th, build_thread, &j)) return;
     build_some(c, &c->bld, &next, end);
     pthread_join(th, NULL);
     builder_free(&j.bld);

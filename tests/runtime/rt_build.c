@@ -214,17 +214,7 @@ void rtb_p2p(rtb *b, uint32_t rank, int send, uint32_t peer, uint32_t loc, uint6
     push_op(b, rank, op);
 }
 
-rs_desc rtb_range(uint32_t loc, uint64_t off, uint64_t bytes)
-{
-    rs_desc d;
-    memset(&d, 0, sizeof d);
-    d.loc = loc;
-    d.ndim = 1;
-    d.offset = off;
-    d.count[0] = bytes;
-    d.stride[0] = 1;
-    return d;
-}
+rs_desc rtb_range(uint32_t loc, uint64_t off, uint64_t bytes) { return rs_desc_range(loc, off, bytes); }
 
 void rtb_copy(rtb *b, uint32_t rank, int code, rs_desc src, rs_desc dst)
 {

@@ -3369,19 +3369,24 @@ static int coverage_decompose(vctx *c)
     return rc;
 }
 
-/* Coverage from the boxes the simulation collected: the same decompositions, so the same boxes (in another
- * order, which the verdict does not depend on). A problem, or a budget the decompositions again would
- * exhaust, goes the slow way, which reports it in its order. */
-static int coverage(vctx *c)
+/* cover_rank over ranks [r0, r1) from the boxes the simulation collected (quietly: bad is 1 on a problem). */
+typedef struct {
+    vctx *c;
+    uint32_t r0, r1;
+    uint8_t *seen;
+    int bad;
+} cover_part;
+
+static void cover_ranks(cover_part *p)
 {
-    if (!c->cov || c->cov_off || c->budget + c->cov_budget > 400000000ull) return coverage_decompose(c);
-    uint8_t *seen = rs_xcalloc(c->nvp + 1, 1);
-    int bad = 0;
+    vctx *c = p->c;
     /* The boxes are put in cover_rank's order (piece, start in dim 0) as they are unpacked from the words,
      * by a radix order of their records: sorting the unpacked boxes moved 136 bytes per box twice. */
     rs_vec(uint64_t) keys = {0};
     rs_vec(size_t) at = {0};
-    for (uint32_t r = 0; r < c->world && !bad; r++) {
+    vbox_vec cbx = {0};
+    int bad = 0;
+    for (uint32_t r = p->r0; r < p->r1 && !bad; r++) {
         const u32_vec *w = &c->cov[r];
         keys.n = at.n = 0;
         uint32_t maxlo = 0, maxvp = 0;
@@ -3405,11 +3410,11 @@ static int coverage(vctx *c)
             for (size_t i = 0; i < keys.n; i++) keys.v[i] = (keys.v[i] >> 32) << lbits | (keys.v[i] & 0xffffffffu);
             ord = rs_radix_order(keys.v, keys.n, lbits + vbits);
         }
-        c->cbx.n = 0;
-        rs_vec_reserve(&c->cbx, at.n);
+        cbx.n = 0;
+        rs_vec_reserve(&cbx, at.n);
         for (size_t k = 0; k < at.n; k++) {
             const uint32_t *x = w->v + at.v[ord ? ord[k] : k];
-            vbox *b = &c->cbx.v[c->cbx.n++];
+            vbox *b = &cbx.v[cbx.n++];
             b->vp = x[0];
             uint32_t nd = c->L->tensors[c->vp[b->vp].tensor].ndim;
             for (uint32_t d = 0; d < nd; d++) {
@@ -3418,10 +3423,43 @@ static int coverage(vctx *c)
             }
         }
         free(ord);
-        bad = cover_rank(c, r, &c->cbx, seen, 1);
+        bad = cover_rank(c, r, &cbx, p->seen, 1);
     }
     rs_vec_free(&keys);
     rs_vec_free(&at);
+    rs_vec_free(&cbx);
+    p->bad = bad;
+}
+
+static void *cover_thread(void *arg)
+{
+    cover_ranks(arg);
+    return NULL;
+}
+
+/* Coverage from the boxes the simulation collected: the same decompositions, so the same boxes (in another
+ * order, which the verdict does not depend on). A problem, or a budget the decompositions again would
+ * exhaust, goes the slow way, which reports it in its order. On two threads, the second takes the ranks of
+ * the second half of the boxes (a rank's pieces, and so its marks in `seen`, are its own). */
+static int coverage(vctx *c)
+{
+    if (!c->cov || c->cov_off || c->budget + c->cov_budget > 400000000ull) return coverage_decompose(c);
+    uint8_t *seen = rs_xcalloc(c->nvp + 1, 1);
+    cover_part a = {c, 0, c->world, seen, 0}, b = a;
+    uint64_t words = 0, half = 0;
+    for (uint32_t r = 0; r < c->world; r++) words += c->cov[r].n;
+    pthread_t th;
+    int two = 0;
+    if (rs_threads(words, 1u << 20) > 1) {
+        uint32_t h = 0;
+        while (h < c->world && 2 * half < words) half += c->cov[h++].n;
+        b.r0 = a.r1 = h;
+        two = h < c->world && !rs_thread_start(&th, cover_thread, &b);
+        if (!two) a.r1 = c->world;
+    }
+    cover_ranks(&a);
+    if (two) pthread_join(th, NULL);
+    int bad = a.bad || (two && b.bad);
     if (!bad) bad = cover_unwritten(c, seen, 1);
     free(seen);
     if (bad) return coverage_decompose(c);

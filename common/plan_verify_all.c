@@ -3474,6 +3474,19 @@ int rs_plan_verify_all_work(const rs_plan *P, char *err, size_t errlen, uint64_t
     return rs_plan_verify_all_timed(P, err, errlen, work, NULL);
 }
 
+/* The piece index on a thread of its own (beside matching), on a context of its own. */
+typedef struct {
+    vctx c;
+    int rc;
+} pieces_job;
+
+static void *pieces_thread(void *arg)
+{
+    pieces_job *j = arg;
+    j->rc = build_pieces(&j->c);
+    return NULL;
+}
+
 /* The per-rank checks of ranks [r0, r1) (rs_plan_verify_all_timed), on a context of their own. */
 typedef struct {
     vctx c;
@@ -3619,10 +3632,33 @@ int rs_plan_verify_all_timed(const rs_plan *P, char *err, size_t errlen, uint64_
         G.op_step = rs_xmalloc((G.nops + 1) * sizeof *G.op_step);
         G.partner = rs_xmalloc((G.nops + 1) * sizeof *G.partner);
         G.pstep = rs_xmalloc((G.nops + 1) * sizeof *G.pstep);
+        /* the piece index (which matching does not read) is built beside it on two threads; its problem is
+         * reported only when matching has none, as in that order on one thread */
+        pieces_job pj;
+        pthread_t th;
+        int two = rs_threads(G.nops, DQ_MIN_OPS) > 1;
+        if (two) {
+            pj.c = c;
+            pj.c.errlen = errlen ? errlen : 1;
+            pj.c.err = rs_xcalloc(pj.c.errlen, 1);
+            if ((two = !rs_thread_start(&th, pieces_thread, &pj)) == 0) free(pj.c.err);
+        }
         rc = match_ops(&c, &G);
+        PART_DONE(RS_VERIFY_MATCH);
+        if (two) {
+            pthread_join(th, NULL);
+            c.vp = pj.c.vp, c.nvp = pj.c.nvp, c.dv = pj.c.dv, c.vp_index = pj.c.vp_index, c.vb = pj.c.vb;
+            if (!rc && pj.rc) {
+                rc = -1, c.failed = 1;
+                if (err && errlen) snprintf(err, errlen, "%s", pj.c.err);
+            }
+            free(pj.c.err);
+        } else if (!rc) {
+            rc = build_pieces(&c);
+        }
+    } else {
+        PART_DONE(RS_VERIFY_MATCH);
     }
-    PART_DONE(RS_VERIFY_MATCH);
-    if (!rc) rc = build_pieces(&c);
     PART_DONE(RS_VERIFY_PIECES);
     if (!rc) {
         if (races_bad || race_runs > c.runs_left) rc = check_races(&c);

@@ -55,6 +55,13 @@ static int descs_distinct(const rs_plan *P)
     return 1;
 }
 
+/* RESHARD_THREADS for what follows: 1 or 2 threads, 0 as the machine allows */
+static void threads(int n)
+{
+    if (n) setenv("RESHARD_THREADS", n == 1 ? "1" : "2", 1);
+    else unsetenv("RESHARD_THREADS");
+}
+
 static int plan_it(rs_layout *L, uint64_t staging, rs_plan *P, rs_plan_stats *S)
 {
     rs_plan_opts o;
@@ -158,6 +165,39 @@ static void unit_row_to_column(void)
      * 4 row blocks that are contiguous in staging and in its buffer: one merged UNPACK */
     CHECK(count_ops(&P, RS_OP_PACK, -1, -1) == 4);
     CHECK(count_ops(&P, RS_OP_UNPACK, -1, -1) == 4);
+    rs_plan_stats_free(&S);
+    rs_plan_free(&P);
+}
+
+/* A plan whose binding disagrees with the layout's piece there (a destination rank's binding of the wrong
+ * rank, as a damaged file could have it): the verifier's piece index refuses it, with the same message on
+ * one thread and on two (where the index is built beside matching). */
+static void unit_verify_pieces_error(void)
+{
+    rs_layout L;
+    lb_init(&L, 8, 4, NULL);
+    int64_t four = 4, shape[2] = {64, 48};
+    uint32_t src = lb_mesh(&L, 1, &four, NULL, 0), dst = lb_mesh(&L, 1, &four, NULL, 4);
+    uint32_t t = lb_tensor(&L, "w", RS_DT_BF16, 2, shape);
+    rs_place p0 = lb_shard(0, 0, 0), p1 = lb_shard(0, 1, 0);
+    lb_piece(&L, t, RS_SRC, src, lb_buffer(&L, "w", RS_SRC, RS_DT_BF16, 0, NULL), 1, &p0, NULL, NULL);
+    lb_piece(&L, t, RS_DST, dst, lb_buffer(&L, "w", RS_DST, RS_DT_BF16, 0, NULL), 1, &p1, NULL, NULL);
+    lb_finish(&L);
+    rs_plan P;
+    rs_plan_stats S;
+    if (plan_it(&L, 0, &P, &S)) return;
+    rs_binding *b = &P.ranks[6].bindings[0];
+    b->shape[0] *= b->shape[1];
+    b->ndim = 1;
+    char err[2][600];
+    for (int k = 0; k < 2; k++) {
+        threads(k + 1);
+        CHECK(rs_plan_verify_all(&P, err[k], sizeof err[k]) != 0);
+    }
+    threads(0);
+    CHECK(strstr(err[0], "rank 6: binding of 'w' has the wrong rank") != NULL);
+    CHECK(!strcmp(err[0], err[1]));
+    if (strcmp(err[0], err[1]) || !strstr(err[0], "wrong rank")) fprintf(stderr, "  %s\n  %s\n", err[0], err[1]);
     rs_plan_stats_free(&S);
     rs_plan_free(&P);
 }
@@ -772,6 +812,7 @@ static void unit_fewer_receivers(void)
 static int run_unit(void)
 {
     unit_row_to_column();
+    unit_verify_pieces_error();
     unit_replicated_one_domain();
     unit_replicated_across_domains();
     unit_pipeline_pins();
@@ -947,12 +988,6 @@ static int run_bound(uint64_t n, uint64_t seed0)
 
 /* ---- the verifier bites ---- */
 
-/* RESHARD_THREADS for what follows: 1 or 2 threads, 0 as the machine allows */
-static void threads(int n)
-{
-    if (n) setenv("RESHARD_THREADS", n == 1 ? "1" : "2", 1);
-    else unsetenv("RESHARD_THREADS");
-}
 
 static int run_mutate(uint64_t n, uint64_t seed0)
 {

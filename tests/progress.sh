@@ -8,7 +8,7 @@ command -v script >/dev/null 2>&1 || { echo "script(1) not installed: skipped"; 
 export RESHARDC_PROGRESS_DELAY=0
 unset RESHARDC_PROGRESS
 script -qec "'$reshardc' '$layout' -o '$dir/p.plan'" /dev/null >"$dir/tty.out" </dev/null
-grep -q "reshardc: planning and verifying, " "$dir/tty.out" || { echo "no progress line on a terminal:"; cat "$dir/tty.out"; exit 1; }
+grep -q "reshardc: verifying and writing, " "$dir/tty.out" || { echo "no progress line on a terminal:"; cat "$dir/tty.out"; exit 1; }
 # erased with CR + erase-to-end-of-line before the summary line
 grep -q "$(printf '\r\033\\[K')$dir/p.plan: " "$dir/tty.out" || { echo "progress line not erased before the summary"; exit 1; }
 script -qec "'$reshardc' '$layout' -o '$dir/p.plan' --quiet" /dev/null >"$dir/quiet.out" </dev/null

@@ -66,4 +66,8 @@ if(NOT RESHARD_SANITIZE AND NOT RESHARD_FUZZ)
                    -LE "examples|gpu" -E "moe-2[.]5t|hard[.]fingerprints")
   # COST: started first, so that it overlaps the rest of the suite instead of running after it
   set_tests_properties(sanitize PROPERTIES LABELS sanitize TIMEOUT 1800 COST 100000)
+  # The planner's and verifier's two-thread paths under ThreadSanitizer: a sub-build of reshardc and
+  # test_planner only in build/tsan (tests/hard/tsan.sh says what it runs)
+  add_test(NAME tsan COMMAND sh ${RS_HARD_DIR}/tsan.sh ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR}/tsan "${CMAKE_GENERATOR}")
+  set_tests_properties(tsan PROPERTIES LABELS sanitize TIMEOUT 1800 COST 50000)
 endif()

@@ -6,7 +6,10 @@
  * data check follows byte runs symbolically from source bindings (or relayed destination bindings) through
  * PACK, SEND/RECV, forwarding and UNPACK (or COPY) to destination bindings, maps both ends to tensor
  * elements through the pieces the layout puts in those buffers, and compares them; coverage is checked per
- * rank and destination piece with tensor boxes. Errors name the rank, step, op and tensor. */
+ * rank and destination piece with tensor boxes. Errors name the rank, step, op and tensor. On a large plan
+ * and two CPUs (rs_threads) the per-rank checks and coverage split the ranks over two threads, the piece
+ * index is built beside matching, and the simulation hands its delivery checks to a checker thread; the
+ * verdict, the first problem's message and the work counted are those of one thread. */
 #include "plan.h"
 #include "util.h"
 

@@ -142,17 +142,23 @@ static int plan_shard_to_whole(uint32_t world, uint32_t dom, int64_t nsrc, int64
 }
 
 /* rows on 4 ranks -> columns on 4 other ranks (two domains of 4) */
+/* A 64 x 48 bf16 tensor row-sharded over ranks 0..4, column-sharded over ranks 4..8 (domains of 4). */
+static void row_to_column_layout(rs_layout *L)
+{
+    lb_init(L, 8, 4, NULL);
+    int64_t four = 4, shape[2] = {64, 48};
+    uint32_t src = lb_mesh(L, 1, &four, NULL, 0), dst = lb_mesh(L, 1, &four, NULL, 4);
+    uint32_t t = lb_tensor(L, "w", RS_DT_BF16, 2, shape);
+    rs_place p0 = lb_shard(0, 0, 0), p1 = lb_shard(0, 1, 0);
+    lb_piece(L, t, RS_SRC, src, lb_buffer(L, "w", RS_SRC, RS_DT_BF16, 0, NULL), 1, &p0, NULL, NULL);
+    lb_piece(L, t, RS_DST, dst, lb_buffer(L, "w", RS_DST, RS_DT_BF16, 0, NULL), 1, &p1, NULL, NULL);
+    lb_finish(L);
+}
+
 static void unit_row_to_column(void)
 {
     rs_layout L;
-    lb_init(&L, 8, 4, NULL);
-    int64_t four = 4, shape[2] = {64, 48};
-    uint32_t src = lb_mesh(&L, 1, &four, NULL, 0), dst = lb_mesh(&L, 1, &four, NULL, 4);
-    uint32_t t = lb_tensor(&L, "w", RS_DT_BF16, 2, shape);
-    rs_place p0 = lb_shard(0, 0, 0), p1 = lb_shard(0, 1, 0);
-    lb_piece(&L, t, RS_SRC, src, lb_buffer(&L, "w", RS_SRC, RS_DT_BF16, 0, NULL), 1, &p0, NULL, NULL);
-    lb_piece(&L, t, RS_DST, dst, lb_buffer(&L, "w", RS_DST, RS_DT_BF16, 0, NULL), 1, &p1, NULL, NULL);
-    lb_finish(&L);
+    row_to_column_layout(&L);
     rs_plan P;
     rs_plan_stats S;
     if (plan_it(&L, 0, &P, &S)) return;
@@ -175,14 +181,7 @@ static void unit_row_to_column(void)
 static void unit_verify_pieces_error(void)
 {
     rs_layout L;
-    lb_init(&L, 8, 4, NULL);
-    int64_t four = 4, shape[2] = {64, 48};
-    uint32_t src = lb_mesh(&L, 1, &four, NULL, 0), dst = lb_mesh(&L, 1, &four, NULL, 4);
-    uint32_t t = lb_tensor(&L, "w", RS_DT_BF16, 2, shape);
-    rs_place p0 = lb_shard(0, 0, 0), p1 = lb_shard(0, 1, 0);
-    lb_piece(&L, t, RS_SRC, src, lb_buffer(&L, "w", RS_SRC, RS_DT_BF16, 0, NULL), 1, &p0, NULL, NULL);
-    lb_piece(&L, t, RS_DST, dst, lb_buffer(&L, "w", RS_DST, RS_DT_BF16, 0, NULL), 1, &p1, NULL, NULL);
-    lb_finish(&L);
+    row_to_column_layout(&L);
     rs_plan P;
     rs_plan_stats S;
     if (plan_it(&L, 0, &P, &S)) return;

@@ -145,10 +145,25 @@ void rs_heap_trim(size_t min_free)
 #endif
 }
 
-int rs_threads(uint64_t work, uint64_t min_work)
+/* RESHARD_THREADS: 0 unset or empty, -1 not a whole number from 1, else the number (capped at 1000) */
+static long threads_env(void)
 {
     const char *e = getenv("RESHARD_THREADS");
-    if (e && (!strcmp(e, "1") || !strcmp(e, "2"))) return e[0] - '0';
+    if (!e || !*e) return 0;
+    long n = 0;
+    for (const char *p = e; *p; p++) {
+        if (*p < '0' || *p > '9') return -1;
+        if (n < 1000) n = n * 10 + (*p - '0');
+    }
+    return n >= 1 ? n : -1;
+}
+
+int rs_threads_env_ok(void) { return threads_env() >= 0; }
+
+int rs_threads(uint64_t work, uint64_t min_work)
+{
+    long n = threads_env();
+    if (n > 0) return n >= 2 ? 2 : 1;
     if (work < min_work) return 1;
     cpu_set_t set;
     return sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) >= 2 ? 2 : 1;

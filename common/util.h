@@ -29,10 +29,12 @@ char *rs_xstrdup(const char *s);
  * them it costs more than the trim). */
 void rs_heap_trim(size_t min_free);
 
-/* How many threads (1 or 2) to give work of `work` units: RESHARD_THREADS (1 or 2) when it is set; else 2
- * when work >= min_work and this process may run on two CPUs or more. The planner's and the verifier's
- * results do not depend on it. */
+/* How many threads (1 or 2) to give work of `work` units: RESHARD_THREADS when it is set (1: one; 2 or
+ * more: two), else 2 when work >= min_work and this process may run on two CPUs or more. The planner's and
+ * the verifier's results do not depend on it. rs_threads_env_ok: 0 when RESHARD_THREADS is set to anything
+ * but a whole number from 1 (rs_threads then decides as if it were unset); tools refuse that. */
 int rs_threads(uint64_t work, uint64_t min_work);
+int rs_threads_env_ok(void);
 /* Start a helper thread that takes no signals (they go to the threads that expect them). 0, or -1 when it
  * could not be started. (th: a pthread_t.) */
 int rs_thread_start(void *th, void *(*fn)(void *), void *arg);

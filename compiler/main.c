@@ -1,10 +1,12 @@
 /* main.c - reshardc: the command line. Picks a subcommand and runs its pass pipeline
  * (see cmd_compile.c for layout -> IR -> regions -> sources -> fan-out -> steps -> verify -> plan.bin). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cmd.h"
 #include "plan.h"
+#include "util.h"
 
 static const char usage[] =
     "usage: reshardc LAYOUT -o PLAN [-D NAME=VALUE]... [--staging BYTES] [--no-verify] [--quiet]\n"
@@ -53,6 +55,11 @@ int main(int argc, char **argv)
         printf("reshardc %s (plan format %d.%d; reads %d.x)\n", RS_VERSION_STRING, RS_PLAN_MAJOR, RS_PLAN_MINOR_BALANCED,
                RS_PLAN_MAJOR);
         return finish(0);
+    }
+    if (!rs_threads_env_ok()) {
+        fprintf(stderr, "reshardc: RESHARD_THREADS is '%s': it takes a number of threads (1, or 2 and more for two)\n",
+                getenv("RESHARD_THREADS"));
+        return 2;
     }
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(argv[1], cmds[i].name)) return finish(cmds[i].run(argc - 1, argv + 1));

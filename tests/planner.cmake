@@ -131,6 +131,12 @@ add_test(NAME planner_compile_option_errors COMMAND sh -c "\
     grep -q \"^reshardc: --\" err || { echo \"$a: no message\"; cat err; exit 1; }; \
     test ! -e o.plan || { echo \"$a: wrote a plan\"; exit 1; }; \
   done; \
+  for v in x 0 -1 2x ' '; do \
+    RESHARD_THREADS=\"$v\" $c $l -o o.plan 2>err; test $? = 2 || { echo \"RESHARD_THREADS=$v: not exit 2\"; exit 1; }; \
+    grep -q \"^reshardc: RESHARD_THREADS is '$v': it takes a number of threads\" err || { cat err; exit 1; }; \
+    test ! -e o.plan || { echo \"RESHARD_THREADS=$v: wrote a plan\"; exit 1; }; \
+  done; \
+  RESHARD_THREADS=8 $c $l -o o.plan --quiet && RESHARD_THREADS= $c $l -o o.plan --quiet && \
   $c $l -o o.plan --relays=on --relay-fanout=2 --fanout-split=16K --fanout-zero-copy=2M --staging=64K --quiet && \
   test -s o.plan"
   WORKING_DIRECTORY ${RS_RELAY_WORK})

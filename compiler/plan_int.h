@@ -17,6 +17,12 @@
 typedef rs_vec(uint32_t) pl_u32vec;
 typedef rs_vec(uint64_t) pl_u64vec;
 typedef rs_vec(int64_t) pl_i64vec;
+/* A box of a grouped part's run (schedule.c): lo[PL_ND] then hi[PL_ND], its bytes, its first fine box. */
+typedef struct {
+    int64_t box[2 * RS_MAX_DIMS];
+    uint64_t bytes;
+    uint32_t first;
+} pl_gbox;
 
 /* ---- small containers (planner.c) ---- */
 
@@ -380,7 +386,8 @@ typedef struct pl_ctx {
     pl_u32vec chunk_k;                    /* pass 3: per chunk of the current part, its latest round */
     uint32_t cur_chunk;                   /* pass 3: the chunk being emitted (counts emit_aligned calls) */
     uint32_t chunk_kmin;                  /* pass 3: the earliest round of the chunk being emitted (relays) */
-    pl_i64vec fine;                       /* pass 3: scratch boxes of the current part's chunks */
+    rs_vec(pl_gbox) gst;                  /* pass 3: the open run of a grouped part, its boxes merged */
+    pl_u32vec fine_k;                     /* pass 3: the round of each fine box of a grouped part */
     pl_intern cands, fsets;
     rs_vec(pl_lpt) lpt;
     uint32_t *lpt_choice; /* [nlpt] */

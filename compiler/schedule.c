@@ -679,9 +679,6 @@ static uint32_t rt_entry(pl_ctx *c, uint32_t f, uint64_t off)
     return i < c->rt_begin[f + 1] ? i : c->rt_begin[f + 1] - 1;
 }
 
-/* Round of byte `off` of flow f (its round table from fill_rounds). */
-static uint32_t flow_round(pl_ctx *c, uint32_t f, uint64_t off) { return c->rt_round[rt_entry(c, f, off)]; }
-
 /* End of the byte range of flow f's round table entry holding byte `off` (UINT64_MAX past the end). */
 static uint64_t flow_round_end(pl_ctx *c, uint32_t f, uint64_t off)
 {
@@ -957,51 +954,97 @@ static const pl_bmap *bmap_cached(pl_ctx *c, uint32_t slot, uint32_t base, const
     return m;
 }
 
-/* [lo, hi) cut into boxes of at most pm bytes (nearly equal sub-boxes along the outer dims, recursively), in
- * order, appended to *out (2 * PL_ND coordinates each). */
-static void fine_split(uint32_t nd, uint64_t es, const int64_t *lo, const int64_t *hi, uint64_t pm, pl_i64vec *out)
+/* The fine boxes of a part: [lo, hi) cut into boxes of at most pm bytes (nearly equal sub-boxes along the
+ * outer dims, recursively, as pl_box_split cuts), handed to visit one by one in order, without being stored
+ * (DeepSeek-V3 (B) cuts 6.7 M of them: listing them first, 128 bytes each, with a malloc per level, and a
+ * round-table search per box took a tenth of its compile). visit returns nonzero to stop the walk. */
+typedef struct fine_walk {
+    uint32_t nd;
+    uint64_t es, pm;
+    int (*visit)(struct fine_walk *w, const int64_t *lo, const int64_t *hi);
+    int rc;
+} fine_walk;
+
+static void fine_cut(fine_walk *w, int64_t *lo, int64_t *hi, uint32_t k);
+
+/* lo, hi: the box, PL_ND coordinates each (changed during the walk, restored after it) */
+static void fine_box(fine_walk *w, int64_t *lo, int64_t *hi)
 {
-    uint64_t bytes = pl_box_elems(nd, lo, hi) * es;
-    if (bytes <= pm) {
-        rs_vec_reserve(out, 2 * PL_ND);
-        memcpy(out->v + out->n, lo, PL_ND * sizeof *lo);
-        memcpy(out->v + out->n + PL_ND, hi, PL_ND * sizeof *hi);
-        out->n += 2 * PL_ND;
+    if (w->rc) return;
+    uint64_t bytes = pl_box_elems(w->nd, lo, hi) * w->es;
+    if (bytes <= w->pm || bytes <= w->es) {
+        w->rc = w->visit(w, lo, hi);
         return;
     }
-    uint32_t k = (uint32_t)((bytes + pm - 1) / pm);
-    int64_t (*box)[2 * PL_ND] = rs_xmalloc(k * sizeof *box);
-    uint32_t m = pl_box_split(nd, lo, hi, k, box);
-    for (uint32_t i = 0; i < m; i++) fine_split(nd, es, box[i], box[i] + PL_ND, pm, out);
-    free(box);
+    fine_cut(w, lo, hi, (uint32_t)((bytes + w->pm - 1) / w->pm));
 }
 
-/* [lo, hi) in chunks of at most pm bytes (fine_split), in order; relay_each: a relay whose chunk i goes
- * two rounds after its parent's chunk i arrived. */
+/* k nearly equal parts along the outermost dim longer than one, or one part per index of it (each cut
+ * again into its share of k) when it is shorter than k; each part then as fine_box takes it */
+static void fine_cut(fine_walk *w, int64_t *lo, int64_t *hi, uint32_t k)
+{
+    uint32_t d = 0;
+    while (d < w->nd && hi[d] - lo[d] <= 1) d++;
+    if (k <= 1 || d == w->nd) {
+        fine_box(w, lo, hi);
+        return;
+    }
+    int64_t ext = hi[d] - lo[d], l0 = lo[d], h0 = hi[d];
+    if ((uint64_t)ext >= k) {
+        for (uint32_t i = 0; i < k && !w->rc; i++) {
+            lo[d] = l0 + (int64_t)((uint64_t)ext * i / k);
+            hi[d] = l0 + (int64_t)((uint64_t)ext * (i + 1) / k);
+            fine_box(w, lo, hi);
+        }
+    } else {
+        for (int64_t i = 0; i < ext && !w->rc; i++) {
+            lo[d] = l0 + i;
+            hi[d] = l0 + i + 1;
+            fine_cut(w, lo, hi, k / (uint32_t)ext + ((uint32_t)i < k % (uint32_t)ext ? 1 : 0));
+        }
+    }
+    lo[d] = l0;
+    hi[d] = h0;
+}
+
+static int fine_walk_run(fine_walk *w, const int64_t *lo, const int64_t *hi)
+{
+    int64_t l[PL_ND], h[PL_ND];
+    memcpy(l, lo, sizeof l);
+    memcpy(h, hi, sizeof h);
+    w->rc = 0;
+    fine_box(w, l, h);
+    return w->rc;
+}
+
+/* chunks_of's walk: each fine box is a chunk */
+typedef struct {
+    fine_walk w;
+    pl_ctx *c;
+    const pl_cell *cell;
+    const pl_part *p;
+    chunk_env *E;
+    int relay_each;
+} chunk_walk;
+
+static int chunk_visit(fine_walk *w, const int64_t *lo, const int64_t *hi)
+{
+    chunk_walk *x = (chunk_walk *)w;
+    pl_ctx *c = x->c;
+    const pl_part *p = x->p;
+    c->cur_chunk++;
+    if (x->relay_each)
+        c->chunk_kmin = p->kmin_chunk && c->cur_chunk < p->nkmin ? p->kmin_chunk[c->cur_chunk] + 2 : p->kmin;
+    return emit_aligned(c, x->cell, p, x->E, lo, hi);
+}
+
+/* [lo, hi) in chunks of at most pm bytes (the fine boxes above), in order; relay_each: a relay whose chunk
+ * i goes two rounds after its parent's chunk i arrived. */
 static int chunks_of(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_env *E, const int64_t *lo,
                      const int64_t *hi, uint64_t pm, int relay_each)
 {
-    pl_i64vec *v = &c->fine;
-    v->n = 0;
-    fine_split(cell->ndim, cell->es, lo, hi, pm, v);
-    int rc = 0;
-    for (size_t i = 0; i < v->n && !rc; i += 2 * PL_ND) {
-        c->cur_chunk++;
-        if (relay_each)
-            c->chunk_kmin = p->kmin_chunk && c->cur_chunk < p->nkmin ? p->kmin_chunk[c->cur_chunk] + 2 : p->kmin;
-        rc = emit_aligned(c, cell, p, E, v->v + i, v->v + i + PL_ND);
-    }
-    return rc;
-}
-
-/* Round key of fine box i of a grouped part: the flow's round of its first byte, or for a relay two rounds
- * after the round its parent's box i arrived in. */
-static uint32_t fine_key(pl_ctx *c, const pl_part *p, uint32_t fi, uint64_t off, uint32_t i)
-{
-    if (!p->relay) return flow_round(c, fi, off);
-    uint32_t k = p->kmin;
-    if (p->kmin_chunk && i < p->nkmin && p->kmin_chunk[i] + 2 > k) k = p->kmin_chunk[i] + 2;
-    return k;
+    chunk_walk x = {{cell->ndim, cell->es, pm, chunk_visit, 0}, c, cell, p, E, relay_each};
+    return fine_walk_run(&x.w, lo, hi);
 }
 
 /* Staging room in round k on the part's sender, receiver and forward peers (what emit_chunk checks). */
@@ -1029,60 +1072,123 @@ static int box_join(uint32_t nd, int64_t *a, const int64_t *b)
     return 1;
 }
 
+/* grouped_chunks' walk: the open run (its round key r, the room it may take, its bytes, its boxes merged
+ * where they form one) and, for a part that is not a relay, a cursor in its flow's round table (the
+ * offsets only grow: one step instead of a search per fine box) */
+typedef struct {
+    fine_walk w;
+    pl_ctx *c;
+    const pl_cell *cell;
+    const pl_part *p;
+    chunk_env *E;
+    uint32_t fi;
+    uint64_t off;      /* the flow offset where the open run starts */
+    uint32_t j;        /* fine boxes seen */
+    uint32_t r;        /* the open run's round key */
+    uint64_t room, run;
+    int open;
+    uint32_t rt, rt_end; /* round table cursor: entry rt of [.., rt_end) */
+} group_walk;
+
+/* Round key of fine box i at flow offset off: the flow's round of that byte, or for a relay two rounds after
+ * the round its parent's box i arrived in. */
+static uint32_t group_key(group_walk *x, uint64_t off, uint32_t i)
+{
+    pl_ctx *c = x->c;
+    const pl_part *p = x->p;
+    if (p->relay) {
+        uint32_t k = p->kmin;
+        if (p->kmin_chunk && i < p->nkmin && p->kmin_chunk[i] + 2 > k) k = p->kmin_chunk[i] + 2;
+        return k;
+    }
+    while (x->rt < x->rt_end && c->rt_end[x->rt] <= off) x->rt++;
+    return c->rt_round[x->rt < x->rt_end ? x->rt : x->rt_end - 1];
+}
+
+/* Emit the open run: each merged box a chunk; every fine box of it takes its chunk's latest round. */
+static int group_flush(group_walk *x)
+{
+    pl_ctx *c = x->c;
+    c->chunk_kmin = x->p->relay ? x->r : 0;
+    int rc = 0;
+    size_t n = c->gst.n;
+    for (size_t q = 0; q < n && !rc; q++) {
+        c->cur_chunk++;
+        rc = emit_aligned(c, x->cell, x->p, x->E, c->gst.v[q].box, c->gst.v[q].box + PL_ND);
+        uint32_t kk = c->cur_chunk < c->chunk_k.n ? c->chunk_k.v[c->cur_chunk] : 0;
+        uint32_t z1 = q + 1 < n ? c->gst.v[q + 1].first : x->j;
+        for (uint32_t z = c->gst.v[q].first; z < z1; z++) rs_vec_push(&c->fine_k, kk);
+    }
+    x->off += x->run;
+    x->open = 0;
+    return rc;
+}
+
+static int group_visit(fine_walk *w, const int64_t *lo, const int64_t *hi)
+{
+    group_walk *x = (group_walk *)w;
+    pl_ctx *c = x->c;
+    uint32_t nd = x->cell->ndim;
+    uint64_t bb = pl_box_elems(nd, lo, hi) * x->cell->es;
+    /* a run: consecutive fine boxes with one round key, no more than the round's staging still takes on
+     * every rank it touches (a chunk that does not fit goes whole to a later round) */
+    if (x->open && (x->run + bb + ALIGN > x->room || group_key(x, x->off + x->run, x->j) != x->r)) {
+        int rc = group_flush(x);
+        if (rc) return rc;
+    }
+    if (!x->open) {
+        x->r = group_key(x, x->off, x->j);
+        x->room = group_room(c, x->p, x->E, x->r);
+        x->run = 0;
+        x->open = 1;
+        c->gst.n = 0;
+    }
+    x->run += bb;
+    rs_vec_reserve(&c->gst, 1);
+    pl_gbox *g = &c->gst.v[c->gst.n++];
+    memcpy(g->box, lo, PL_ND * sizeof *lo);
+    memcpy(g->box + PL_ND, hi, PL_ND * sizeof *hi);
+    g->bytes = bb;
+    g->first = x->j++;
+    /* merge the top boxes while they form one box of at most pmax (halves of a slab, then the slabs: the
+     * run's boxes stay few) */
+    size_t n = c->gst.n;
+    pl_gbox *v = c->gst.v;
+    while (n >= 2 && v[n - 2].bytes + v[n - 1].bytes <= c->pmax && box_join(nd, v[n - 2].box, v[n - 1].box)) {
+        v[n - 2].bytes += v[n - 1].bytes;
+        n--;
+    }
+    c->gst.n = n;
+    return 0;
+}
+
 /* A part that spans round boundaries: fine sub-boxes (pfine), and consecutive ones with the same round key
- * (fine_key) that together form a box go as one chunk (at most pmax): a round still overshoots its budget
+ * (group_key) that together form a box go as one chunk (at most pmax): a round still overshoots its budget
  * by at most one fine box, with far fewer chunks (ops and descriptors). A relay of the part cuts the same
  * fine boxes and groups them by its parent's rounds, so it sends each group two rounds after it arrived
  * (DeepSeek-V3 relays with one chunk per fine box: 6.7 M chunks). Afterwards chunk_k holds the round of
  * every fine box (its group's latest), which is what this part's own relays read. */
 static int grouped_chunks(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_env *E, uint32_t fi, uint32_t wi)
 {
-    uint32_t nd = cell->ndim;
-    pl_i64vec *v = &c->fine;
-    v->n = 0;
-    fine_split(nd, cell->es, p->lo, p->hi, c->pfine, v);
-    uint32_t m = (uint32_t)(v->n / (2 * PL_ND));
-    const int64_t (*box)[2 * PL_ND] = (const int64_t (*)[2 * PL_ND])v->v;
-    /* one block: the run's boxes (merged where they form one), their bytes, the first fine box of each, and
-     * every fine box's round */
-    int64_t (*st)[2 * PL_ND] = rs_xmalloc(m * (sizeof *st + sizeof(uint64_t) + 2 * sizeof(uint32_t)) + sizeof(uint32_t));
-    uint64_t *sb = (uint64_t *)(st + m);
-    uint32_t *sfirst = (uint32_t *)(sb + m), *fk = sfirst + m + 1;
-    uint64_t off = c->fw_base[wi] + c->fw_run[wi];
-    int rc = 0;
-    for (uint32_t i = 0; i < m && !rc;) {
-        /* a run: consecutive fine boxes with one round key, no more than the round's staging still takes
-         * on every rank it touches (a chunk that does not fit goes whole to a later round) */
-        uint32_t r = fine_key(c, p, fi, off, i), j = i, n = 0;
-        uint64_t room = group_room(c, p, E, r), run = 0;
-        for (; j < m; j++) {
-            uint64_t bb = pl_box_elems(nd, box[j], box[j] + PL_ND) * cell->es;
-            if (j > i && (run + bb + ALIGN > room || fine_key(c, p, fi, off + run, j) != r)) break;
-            run += bb;
-            memcpy(st[n], box[j], sizeof st[n]);
-            sb[n] = bb;
-            sfirst[n++] = j;
-            /* merge the top boxes while they form one box of at most pmax (halves of a slab, then the
-             * slabs: the run's boxes stay few) */
-            while (n >= 2 && sb[n - 2] + sb[n - 1] <= c->pmax && box_join(nd, st[n - 2], st[n - 1])) {
-                sb[n - 2] += sb[n - 1];
-                n--;
-            }
-        }
-        sfirst[n] = j;
-        c->chunk_kmin = p->relay ? r : 0;
-        for (uint32_t q = 0; q < n && !rc; q++) {
-            c->cur_chunk++;
-            rc = emit_aligned(c, cell, p, E, st[q], st[q] + PL_ND);
-            uint32_t kk = c->cur_chunk < c->chunk_k.n ? c->chunk_k.v[c->cur_chunk] : 0;
-            for (uint32_t z = sfirst[q]; z < sfirst[q + 1]; z++) fk[z] = kk;
-        }
-        off += run;
-        i = j;
+    group_walk x;
+    memset(&x, 0, sizeof x);
+    x.w = (fine_walk){cell->ndim, cell->es, c->pfine, group_visit, 0};
+    x.c = c, x.cell = cell, x.p = p, x.E = E, x.fi = fi;
+    x.off = c->fw_base[wi] + c->fw_run[wi];
+    if (!p->relay) {
+        x.rt = rt_index(c, fi, x.off);
+        x.rt_end = c->rt_begin[fi + 1];
+        rs_assert(c->rt_begin[fi] < x.rt_end);
     }
+    c->fine_k.n = 0;
+    int rc = fine_walk_run(&x.w, p->lo, p->hi);
+    if (!rc && x.open) rc = group_flush(&x);
     c->chunk_k.n = 0;
-    for (uint32_t q = 0; q < m && !rc; q++) rs_vec_push(&c->chunk_k, fk[q]);
-    free(st);
+    if (!rc) {
+        rs_vec_reserve(&c->chunk_k, c->fine_k.n);
+        memcpy(c->chunk_k.v, c->fine_k.v, c->fine_k.n * sizeof *c->fine_k.v);
+        c->chunk_k.n = c->fine_k.n;
+    }
     return rc;
 }
 
@@ -2662,7 +2768,8 @@ static void free_pass_state(pl_ctx *c)
     c->rt_end = NULL;
     pl_map_free(&c->seg_index);
     rs_vec_free(&c->chunk_k);
-    rs_vec_free(&c->fine);
+    rs_vec_free(&c->gst);
+    rs_vec_free(&c->fine_k);
     rs_vec_free(&c->bld.zscr);
 }
 

@@ -420,6 +420,8 @@ typedef struct pl_ctx {
     uint32_t *local_step;          /* [world] */
     pl_popool *popool;             /* [world] */
     pl_builder bld;                /* the main thread's */
+    struct pl_helper *helper;      /* pass 3: the thread building ranks done during the tensor loop, or NULL */
+    int helper_tried;              /* whether it was started (or could not be) */
 
     /* programs built during pass 3: a rank's program is built (and its ops freed) as soon as the last
      * tensor with a part that involves it (as sender, receiver or forwarder; recorded in pass 1, which

@@ -129,6 +129,7 @@ typedef struct {
     /* source descriptors that map to one tensor desc as a whole (direct-mapped by address) */
     struct dcache_ent *dcache;
     void *dcache_mem;
+    struct dmulti_seg *dmulti; /* [DCACHE_SLOTS * DM_SEGS] */
     /* coverage from the simulation's destination decompositions (coverage would repeat all of them):
      * per rank, the tensor boxes written, as words vp, lo[0], hi[0], lo[1], ... (the tensor's dims) */
     u32_vec *cov;        /* [world]; NULL: not collected */
@@ -149,13 +150,25 @@ typedef struct {
  * of them on DeepSeek-V3) is in the entry's first cache line: every delivery looks one up at random. */
 #define DC_WORDS 13
 struct dcache_ent {
-    uint32_t d, pad_; /* descriptor index (RS_NONE: empty) */
+    uint32_t d;           /* descriptor index (RS_NONE: empty) */
+    uint32_t nmulti;      /* a source that maps to 2 .. DM_SEGS tensor descs: how many (in dmulti) */
     uint64_t offset;      /* of the tensor desc */
     uint32_t rank;
     uint32_t vp_nd;       /* piece << 8 | the tensor desc's ndim; ndim 0: the source does not map as a whole */
     uint64_t w[DC_WORDS]; /* count[0], stride[0], count[1], ..., count[ndim - 1] (the innermost stride is 1) */
 };
 #define DCACHE_SLOTS 65536
+/* A source that maps to a few tensor descs (a PACK of several group members: on the 2.5 T MoE 45 % of the
+ * sources, mostly 2 to 4 descs of up to 3 dims, each staging run of it inside one of them) keeps them
+ * beside its dcache slot, DM_SEGS of DM_WORDS words at most: a delivery of a run then slices the one desc
+ * that holds it instead of decomposing the run again. */
+#define DM_SEGS 4
+#define DM_WORDS 5
+struct dmulti_seg {
+    uint32_t vp_nd, pad_; /* as in dcache_ent */
+    uint64_t len, offset; /* bytes of the source's stream it covers; its tensor desc's offset */
+    uint64_t w[DM_WORDS];
+};
 
 static int vfail(vctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int vfail(vctx *c, const char *fmt, ...)
@@ -1111,6 +1124,32 @@ static inline struct dcache_ent *dcache_slot(const vctx *c, const prov *p)
 
 static inline int dcache_has(const struct dcache_ent *ce, const prov *p) { return ce->d == p->d && ce->rank == p->src; }
 
+/* A segment's tensor desc packed into `words` words (count[0], stride[0], ..., count[ndim - 1]) and its
+ * offset: piece << 8 | ndim, or 0 when it does not fit (a piece index of 24 bits or more, too many dims, an
+ * innermost stride other than 1). */
+static uint32_t td_pack(const vseg *g, uint32_t words, uint64_t *offset, uint64_t *w)
+{
+    const rs_desc *t = &g->td;
+    if (g->vp >= (1u << 24) || t->ndim < 1 || 2 * t->ndim - 1 > words || t->stride[t->ndim - 1] != 1) return 0;
+    *offset = t->offset;
+    for (uint32_t i = 0; i < t->ndim; i++) {
+        w[2 * i] = t->count[i];
+        if (i + 1 < t->ndim) w[2 * i + 1] = t->stride[i];
+    }
+    return g->vp << 8 | t->ndim;
+}
+
+static void td_unpack(rs_desc *td, uint32_t nd, uint64_t offset, const uint64_t *w)
+{
+    td->loc = 0;
+    td->ndim = nd;
+    td->offset = offset;
+    for (uint32_t i = 0; i < nd; i++) {
+        td->count[i] = w[2 * i];
+        td->stride[i] = i + 1 < nd ? w[2 * i + 1] : 1;
+    }
+}
+
 /* A delivery: the stream range [du, du + n) of the destination decomposition `ld` (of one op, from
  * position base) receives the bytes of provenance p (ce: its dcache slot when it has a desc). */
 static int check_delivery(vctx *c, uint32_t drank, const vseg_vec *ld, uint64_t ld_base, uint64_t du, const prov *p,
@@ -1125,40 +1164,49 @@ static int check_delivery(vctx *c, uint32_t drank, const vseg_vec *ld, uint64_t 
          * itself is read only when it is not cached, or its slice does not map as one) */
         rs_desc pd;
         int have_pd = 0;
+        struct dmulti_seg *dm = c->dmulti + (size_t)(ce - c->dcache) * DM_SEGS;
         if (!dcache_has(ce, p)) {
             rs_prog_desc(&c->P->ranks[p->src], p->d, &pd);
             have_pd = 1;
             ce->d = p->d;
             ce->rank = p->src;
             ce->vp_nd = 0;
+            ce->nmulti = 0;
             if (decompose(c, p->src, p->loc, &pd, 0, dbytes(&pd), &c->ls)) return -1;
-            const rs_desc *t = c->ls.n == 1 ? &c->ls.v[0].td : NULL; /* (the vector may be empty, unallocated) */
-            if (t && c->ls.v[0].vp < (1u << 24) && t->ndim >= 1 && 2 * t->ndim - 1 <= DC_WORDS &&
-                t->stride[t->ndim - 1] == 1) {
-                ce->vp_nd = c->ls.v[0].vp << 8 | t->ndim;
-                ce->offset = t->offset;
-                for (uint32_t i = 0; i < t->ndim; i++) {
-                    ce->w[2 * i] = t->count[i];
-                    if (i + 1 < t->ndim) ce->w[2 * i + 1] = t->stride[i];
+            if (c->ls.n == 1) {
+                ce->vp_nd = td_pack(&c->ls.v[0], DC_WORDS, &ce->offset, ce->w);
+            } else if (c->ls.n >= 2 && c->ls.n <= DM_SEGS) {
+                uint32_t k = 0;
+                while (k < c->ls.n && (dm[k].vp_nd = td_pack(&c->ls.v[k], DM_WORDS, &dm[k].offset, dm[k].w))) {
+                    dm[k].len = c->ls.v[k].len;
+                    k++;
                 }
+                if (k == c->ls.n) ce->nmulti = k;
             }
         }
         c->ls.n = 0;
         rs_vec_reserve(&c->ls, 1);
         vseg *sg = &c->ls.v[0];
         rs_desc td;
-        uint32_t tnd = ce->vp_nd & 0xff;
+        uint32_t tnd = ce->vp_nd & 0xff, tvp = ce->vp_nd >> 8;
+        uint64_t tpos = p->pos;
         if (tnd) {
-            td.loc = 0;
-            td.ndim = tnd;
-            td.offset = ce->offset;
-            for (uint32_t i = 0; i < tnd; i++) {
-                td.count[i] = ce->w[2 * i];
-                td.stride[i] = i + 1 < tnd ? ce->w[2 * i + 1] : 1;
-            }
+            td_unpack(&td, tnd, ce->offset, ce->w);
+        } else if (ce->nmulti) {
+            /* the one of the source's tensor descs that holds the run (none: decomposed below) */
+            uint64_t at = 0;
+            for (uint32_t k = 0; k < ce->nmulti; at += dm[k++].len)
+                if (tpos >= at && tpos - at < dm[k].len) {
+                    if (tpos - at + p->len <= dm[k].len) {
+                        tnd = dm[k].vp_nd & 0xff, tvp = dm[k].vp_nd >> 8;
+                        td_unpack(&td, tnd, dm[k].offset, dm[k].w);
+                        tpos -= at;
+                    }
+                    break;
+                }
         }
-        if (tnd && dslice_norm(&td, p->pos, p->len, &sg->td)) {
-            sg->vp = ce->vp_nd >> 8;
+        if (tnd && dslice_norm(&td, tpos, p->len, &sg->td)) {
+            sg->vp = tvp;
             sg->len = p->len;
             c->ls.n = 1;
         } else {
@@ -1446,6 +1494,7 @@ static void free_all(vctx *c, vglob *g)
     free(c->pgshift);
     free(c->reads_dst);
     free(c->dcache_mem);
+    free(c->dmulti);
     rs_vec_free(&c->slice_a);
     rs_vec_free(&c->slice_b);
     rs_vec_free(&c->ld);
@@ -3676,6 +3725,7 @@ int rs_plan_verify_all_timed(const rs_plan *P, char *err, size_t errlen, uint64_
         c.dcache_mem = rs_xcalloc(DCACHE_SLOTS + 1, sizeof *c.dcache);
         c.dcache = (struct dcache_ent *)(((uintptr_t)c.dcache_mem + 63) & ~(uintptr_t)63);
         for (size_t i = 0; i < DCACHE_SLOTS; i++) c.dcache[i].d = RS_NONE;
+        c.dmulti = rs_xcalloc((size_t)DCACHE_SLOTS * DM_SEGS, sizeof *c.dmulti); /* (pages touched when used) */
         c.cov = rs_xcalloc(c.world, sizeof *c.cov);
         rc = simulate(&c, &G);
     }

@@ -1029,25 +1029,30 @@ static int fine_walk_run(fine_walk *w, const int64_t *lo, const int64_t *hi)
     return w->rc;
 }
 
-/* chunks_of's walk: each fine box is a chunk */
+/* A walk over the fine boxes of one part (what its chunks are emitted with). */
 typedef struct {
     fine_walk w;
     pl_ctx *c;
     const pl_cell *cell;
     const pl_part *p;
     chunk_env *E;
+} part_walk;
+
+/* chunks_of's walk: each fine box is a chunk */
+typedef struct {
+    part_walk pw;
     int relay_each;
 } chunk_walk;
 
 static int chunk_visit(fine_walk *w, const int64_t *lo, const int64_t *hi)
 {
     chunk_walk *x = (chunk_walk *)w;
-    pl_ctx *c = x->c;
-    const pl_part *p = x->p;
+    pl_ctx *c = x->pw.c;
+    const pl_part *p = x->pw.p;
     c->cur_chunk++;
     if (x->relay_each)
         c->chunk_kmin = p->kmin_chunk && c->cur_chunk < p->nkmin ? p->kmin_chunk[c->cur_chunk] + 2 : p->kmin;
-    return emit_aligned(c, x->cell, p, x->E, lo, hi);
+    return emit_aligned(c, x->pw.cell, p, x->pw.E, lo, hi);
 }
 
 /* [lo, hi) in chunks of at most pm bytes (the fine boxes above), in order; relay_each: a relay whose chunk
@@ -1055,8 +1060,8 @@ static int chunk_visit(fine_walk *w, const int64_t *lo, const int64_t *hi)
 static int chunks_of(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_env *E, const int64_t *lo,
                      const int64_t *hi, uint64_t pm, int relay_each)
 {
-    chunk_walk x = {{cell->ndim, cell->es, pm, chunk_visit, 0}, c, cell, p, E, relay_each};
-    return fine_walk_run(&x.w, lo, hi);
+    chunk_walk x = {{{cell->ndim, cell->es, pm, chunk_visit, 0}, c, cell, p, E}, relay_each};
+    return fine_walk_run(&x.pw.w, lo, hi);
 }
 
 /* Staging room in round k on the part's sender, receiver and forward peers (what emit_chunk checks). */
@@ -1088,12 +1093,7 @@ static int box_join(uint32_t nd, int64_t *a, const int64_t *b)
  * where they form one) and, for a part that is not a relay, a cursor in its flow's round table (the
  * offsets only grow: one step instead of a search per fine box) */
 typedef struct {
-    fine_walk w;
-    pl_ctx *c;
-    const pl_cell *cell;
-    const pl_part *p;
-    chunk_env *E;
-    uint32_t fi;
+    part_walk pw;
     uint64_t off;      /* the flow offset where the open run starts */
     uint32_t j;        /* fine boxes seen */
     uint32_t r;        /* the open run's round key */
@@ -1106,8 +1106,8 @@ typedef struct {
  * the round its parent's box i arrived in. */
 static uint32_t group_key(group_walk *x, uint64_t off, uint32_t i)
 {
-    pl_ctx *c = x->c;
-    const pl_part *p = x->p;
+    pl_ctx *c = x->pw.c;
+    const pl_part *p = x->pw.p;
     if (p->relay) {
         uint32_t k = p->kmin;
         if (p->kmin_chunk && i < p->nkmin && p->kmin_chunk[i] + 2 > k) k = p->kmin_chunk[i] + 2;
@@ -1120,13 +1120,13 @@ static uint32_t group_key(group_walk *x, uint64_t off, uint32_t i)
 /* Emit the open run: each merged box a chunk; every fine box of it takes its chunk's latest round. */
 static int group_flush(group_walk *x)
 {
-    pl_ctx *c = x->c;
-    c->chunk_kmin = x->p->relay ? x->r : 0;
+    pl_ctx *c = x->pw.c;
+    c->chunk_kmin = x->pw.p->relay ? x->r : 0;
     int rc = 0;
     size_t n = c->gst.n;
     for (size_t q = 0; q < n && !rc; q++) {
         c->cur_chunk++;
-        rc = emit_aligned(c, x->cell, x->p, x->E, c->gst.v[q].box, c->gst.v[q].box + PL_ND);
+        rc = emit_aligned(c, x->pw.cell, x->pw.p, x->pw.E, c->gst.v[q].box, c->gst.v[q].box + PL_ND);
         uint32_t kk = c->cur_chunk < c->chunk_k.n ? c->chunk_k.v[c->cur_chunk] : 0;
         uint32_t z1 = q + 1 < n ? c->gst.v[q + 1].first : x->j;
         for (uint32_t z = c->gst.v[q].first; z < z1; z++) rs_vec_push(&c->fine_k, kk);
@@ -1139,9 +1139,9 @@ static int group_flush(group_walk *x)
 static int group_visit(fine_walk *w, const int64_t *lo, const int64_t *hi)
 {
     group_walk *x = (group_walk *)w;
-    pl_ctx *c = x->c;
-    uint32_t nd = x->cell->ndim;
-    uint64_t bb = pl_box_elems(nd, lo, hi) * x->cell->es;
+    pl_ctx *c = x->pw.c;
+    uint32_t nd = x->pw.cell->ndim;
+    uint64_t bb = pl_box_elems(nd, lo, hi) * x->pw.cell->es;
     /* a run: consecutive fine boxes with one round key, no more than the round's staging still takes on
      * every rank it touches (a chunk that does not fit goes whole to a later round) */
     if (x->open && (x->run + bb + ALIGN > x->room || group_key(x, x->off + x->run, x->j) != x->r)) {
@@ -1150,7 +1150,7 @@ static int group_visit(fine_walk *w, const int64_t *lo, const int64_t *hi)
     }
     if (!x->open) {
         x->r = group_key(x, x->off, x->j);
-        x->room = group_room(c, x->p, x->E, x->r);
+        x->room = group_room(c, x->pw.p, x->pw.E, x->r);
         x->run = 0;
         x->open = 1;
         c->gst.n = 0;
@@ -1184,8 +1184,7 @@ static int grouped_chunks(pl_ctx *c, const pl_cell *cell, const pl_part *p, chun
 {
     group_walk x;
     memset(&x, 0, sizeof x);
-    x.w = (fine_walk){cell->ndim, cell->es, c->pfine, group_visit, 0};
-    x.c = c, x.cell = cell, x.p = p, x.E = E, x.fi = fi;
+    x.pw = (part_walk){{cell->ndim, cell->es, c->pfine, group_visit, 0}, c, cell, p, E};
     x.off = c->fw_base[wi] + c->fw_run[wi];
     if (!p->relay) {
         x.rt = rt_index(c, fi, x.off);
@@ -1193,7 +1192,7 @@ static int grouped_chunks(pl_ctx *c, const pl_cell *cell, const pl_part *p, chun
         rs_assert(c->rt_begin[fi] < x.rt_end);
     }
     c->fine_k.n = 0;
-    int rc = fine_walk_run(&x.w, p->lo, p->hi);
+    int rc = fine_walk_run(&x.pw.w, p->lo, p->hi);
     if (!rc && x.open) rc = group_flush(&x);
     c->chunk_k.n = 0;
     if (!rc) {

@@ -8,6 +8,7 @@
  * before verification, so every merge is proved like the rest of the plan. */
 #include "plan_int.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,15 +107,47 @@ static int continues(const rs_layout *L, const rs_rank_prog *g, const rs_op *a, 
 
 #define OP_DEAD 0xffu
 
+/* The ranks' indexes: each rank's is its own (program in, index out, scratch of its thread's), so two threads
+ * take the ranks in turn (an atomic counter) on a plan worth it, with the same indexes. */
+typedef struct {
+    const rs_plan *P;
+    uint32_t world, *next;
+    msg_index *snd, *rcv;
+    uint32_t keybits;
+} index_share;
+
+static void index_some(index_share *j)
+{
+    msg_scratch scr = {NULL, NULL, 0, j->keybits};
+    for (;;) {
+        uint32_t r = __atomic_fetch_add(j->next, 1, __ATOMIC_RELAXED);
+        if (r >= j->world) break;
+        index_rank(&j->P->ranks[r], j->world, &scr, &j->snd[r], &j->rcv[r]);
+    }
+    free(scr.a);
+    free(scr.b);
+}
+
+static void *index_thread(void *arg)
+{
+    index_some(arg);
+    return NULL;
+}
+
+#define MM_PAR_MIN_OPS 16384
 uint64_t pl_merge_messages(rs_plan *P, const rs_layout *L)
 {
     uint32_t world = L->topo.world;
     msg_index *snd = rs_xcalloc(world + 1, sizeof *snd), *rcv = rs_xcalloc(world + 1, sizeof *rcv);
-    msg_scratch scr = {NULL, NULL, 0, 1};
-    while (scr.keybits < 32 && (4ull * world - 1) >> scr.keybits) scr.keybits++;
-    for (uint32_t r = 0; r < world; r++) index_rank(&P->ranks[r], world, &scr, &snd[r], &rcv[r]);
-    free(scr.a);
-    free(scr.b);
+    uint32_t keybits = 1, next = 0;
+    while (keybits < 32 && (4ull * world - 1) >> keybits) keybits++;
+    uint64_t nops = 0;
+    for (uint32_t r = 0; r < world; r++) nops += P->ranks[r].nops;
+    index_share j = {P, world, &next, snd, rcv, keybits};
+    pthread_t th;
+    int two = world > 1 && rs_threads(nops, MM_PAR_MIN_OPS) >= 2 && !rs_thread_start(&th, index_thread, &j);
+    index_some(&j);
+    if (two) pthread_join(th, NULL);
     uint32_t *first_dead = rs_xmalloc((world + 1) * sizeof *first_dead); /* each rank's first merged op */
     memset(first_dead, 0xff, (world + 1) * sizeof *first_dead);
     uint64_t merged = 0;

@@ -388,6 +388,8 @@ typedef struct pl_ctx {
     uint32_t chunk_kmin;                  /* pass 3: the earliest round of the chunk being emitted (relays) */
     rs_vec(pl_gbox) gst;                  /* pass 3: the open run of a grouped part, its boxes merged */
     pl_u32vec fine_k;                     /* pass 3: the round of each fine box of a grouped part */
+    int check_fine;                       /* RESHARD_CHECK_FINE: boxes taken whole also walked (schedule.c) */
+    pl_u32vec kend;                       /* pass 3: a grouped relay's key runs (schedule.c, group_walk) */
     pl_intern cands, fsets;
     rs_vec(pl_lpt) lpt;
     uint32_t *lpt_choice; /* [nlpt] */

@@ -337,6 +337,7 @@ int rs_planner_plan(rs_layout *L, const rs_plan_opts *o, rs_plan *out, rs_plan_s
     c.errlen = errlen;
     c.bad_piece = RS_NONE;
     c.world = L->topo.world;
+    c.check_fine = getenv("RESHARD_CHECK_FINE") != NULL; /* tests: schedule.c's group_whole checked */
     if (o->staging_bytes < 256) {
         snprintf(err, errlen, "staging budget of %llu bytes is below the minimum of 256",
                  (unsigned long long)o->staging_bytes);

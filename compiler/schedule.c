@@ -974,13 +974,29 @@ typedef struct fine_walk {
     uint32_t nd;
     uint64_t es, pm;
     int (*visit)(struct fine_walk *w, const int64_t *lo, const int64_t *hi);
+    /* optional: take the fine boxes of [lo, hi) (bytes, n of them; UINT64_MAX: those of fine_box, not counted
+     * yet) at once, as their visits would; 1 when it did, 0 when they are to be visited (nothing changed) */
+    int (*whole)(struct fine_walk *w, const int64_t *lo, const int64_t *hi, uint64_t bytes, uint64_t n);
+    /* with whole: before a box whose first fine box has at most bmin bytes is offered, what the first visit
+     * would do anyway; 0 when none of it can be taken whole (nothing changed) */
+    int (*prep)(struct fine_walk *w, uint64_t bmin);
+    /* with whole, after prep: how much of a run of parts from lo along dim d (cross bytes per index of d; the
+     * other dims as in lo, hi) whole would take: at most the bytes returned and *nmax fine boxes */
+    uint64_t (*limit)(struct fine_walk *w, const int64_t *lo, const int64_t *hi, uint32_t d, uint64_t cross,
+                      uint64_t *nmax);
     int rc;
+    /* while whole takes parts [cut_i, cut_j) of a cut along dim cut_d (NULL: a box as fine_box cuts it) */
+    const struct fine_parts *cut;
+    uint32_t cut_d, cut_i, cut_j;
 } fine_walk;
 
 static void fine_cut(fine_walk *w, int64_t *lo, int64_t *hi, uint32_t k);
+static uint64_t fine_count(uint32_t nd, uint64_t es, uint64_t pm, int64_t *lo, int64_t *hi);
+static uint64_t fine_count_cut(uint32_t nd, uint64_t es, uint64_t pm, int64_t *lo, int64_t *hi, uint32_t k);
 
-/* lo, hi: the box, PL_ND coordinates each (changed during the walk, restored after it) */
-static void fine_box(fine_walk *w, int64_t *lo, int64_t *hi)
+/* lo, hi: the box, PL_ND coordinates each (changed during the walk, restored after it); offer: whether to
+ * offer it whole first (fine_cut offers its parts itself) */
+static void fine_box(fine_walk *w, int64_t *lo, int64_t *hi, int offer)
 {
     if (w->rc) return;
     uint64_t bytes = pl_box_elems(w->nd, lo, hi) * w->es;
@@ -988,7 +1004,121 @@ static void fine_box(fine_walk *w, int64_t *lo, int64_t *hi)
         w->rc = w->visit(w, lo, hi);
         return;
     }
+    if (offer && w->whole && w->prep(w, bytes) && w->whole(w, lo, hi, bytes, UINT64_MAX)) return;
     fine_cut(w, lo, hi, (uint32_t)((bytes + w->pm - 1) / w->pm));
+}
+
+/* The number of fine boxes fine_box cuts [lo, hi) into (lo, hi as there), without walking them: the parts
+ * of a cut have at most two shapes (extents q and q + 1 along the cut dim, or shares k / ext and
+ * k / ext + 1 of one index each), so each shape is counted once. */
+static uint64_t fine_count(uint32_t nd, uint64_t es, uint64_t pm, int64_t *lo, int64_t *hi)
+{
+    uint64_t bytes = pl_box_elems(nd, lo, hi) * es;
+    if (bytes <= pm || bytes <= es) return 1;
+    return fine_count_cut(nd, es, pm, lo, hi, (uint32_t)((bytes + pm - 1) / pm));
+}
+
+static uint64_t fine_count_cut(uint32_t nd, uint64_t es, uint64_t pm, int64_t *lo, int64_t *hi, uint32_t k)
+{
+    uint32_t d = 0;
+    while (d < nd && hi[d] - lo[d] <= 1) d++;
+    if (k <= 1 || d == nd) return fine_count(nd, es, pm, lo, hi);
+    uint64_t ext = (uint64_t)(hi[d] - lo[d]), n = 0;
+    int64_t h0 = hi[d];
+    if (ext >= k) {
+        /* ext % k parts of extent q + 1, the others of q */
+        uint64_t q = ext / k, r = ext % k;
+        hi[d] = lo[d] + (int64_t)q;
+        n += (k - r) * fine_count(nd, es, pm, lo, hi);
+        if (r) {
+            hi[d] = lo[d] + (int64_t)q + 1;
+            n += r * fine_count(nd, es, pm, lo, hi);
+        }
+    } else {
+        /* one part per index: k % ext of them cut in k / ext + 1, the others in k / ext */
+        uint32_t a = k / (uint32_t)ext, b = k % (uint32_t)ext;
+        hi[d] = lo[d] + 1;
+        n += (ext - b) * fine_count_cut(nd, es, pm, lo, hi, a);
+        if (b) n += b * fine_count_cut(nd, es, pm, lo, hi, a + 1);
+    }
+    hi[d] = h0;
+    return n;
+}
+
+/* The parts of a cut of [lo, hi) along dim d: part i spans [l0 + ext * i / k, l0 + ext * (i + 1) / k) when
+ * ext >= k (extents q = ext / k and q + 1), or index i when ext < k (cut again into k / ext, or one more for
+ * the first k % ext of them). Runs of consecutive parts are offered whole, as long as the walk's limit
+ * allows: the fine boxes of a run are those of its parts, one after the other (a run is not cut as one box
+ * of its size would be). */
+typedef struct fine_parts {
+    int64_t l0;
+    uint64_t ext, cross; /* extent along d, bytes per index of it */
+    uint32_t k, nparts;
+    uint64_t cnt[2];     /* fine boxes of a short and of a long part (UINT64_MAX: not counted yet) */
+} fine_parts;
+
+static int64_t part_at(const fine_parts *P, uint32_t i)
+{
+    return P->l0 + (int64_t)(P->ext >= P->k ? P->ext * i / P->k : i);
+}
+
+/* long parts among [i, j): extent q + 1, or cut in one more */
+static uint64_t parts_long(const fine_parts *P, uint32_t i, uint32_t j)
+{
+    if (P->ext >= P->k) return (uint64_t)(part_at(P, j) - part_at(P, i)) - (P->ext / P->k) * (j - i);
+    uint32_t b = P->k % (uint32_t)P->ext;
+    return j <= b ? j - i : i < b ? b - i : 0;
+}
+
+static uint64_t parts_count(fine_walk *w, fine_parts *P, int64_t *lo, int64_t *hi, uint32_t d, uint32_t i, uint32_t j)
+{
+    for (int z = 0; z < 2; z++) {
+        if (P->cnt[z] != UINT64_MAX) continue;
+        int64_t l = lo[d], h = hi[d];
+        lo[d] = P->l0;
+        if (P->ext >= P->k) {
+            hi[d] = P->l0 + (int64_t)(P->ext / P->k) + z;
+            P->cnt[z] = fine_count(w->nd, w->es, w->pm, lo, hi);
+        } else {
+            hi[d] = P->l0 + 1;
+            P->cnt[z] = fine_count_cut(w->nd, w->es, w->pm, lo, hi, P->k / (uint32_t)P->ext + (uint32_t)z);
+        }
+        lo[d] = l, hi[d] = h;
+    }
+    uint64_t nl = parts_long(P, i, j);
+    return (j - i - nl) * P->cnt[0] + nl * P->cnt[1];
+}
+
+/* Offer parts [i, j) whole for the longest j that limit allows; returns j (i: none taken). */
+static uint32_t parts_take(fine_walk *w, fine_parts *P, int64_t *lo, int64_t *hi, uint32_t d, uint32_t i)
+{
+    lo[d] = part_at(P, i);
+    uint64_t bmin = (uint64_t)(part_at(P, i + 1) - lo[d]) * P->cross;
+    if (!w->prep(w, bmin)) return i;
+    uint64_t nmax, lim = w->limit(w, lo, hi, d, P->cross, &nmax);
+    if (lim < bmin) return i;
+    /* the last j with part_at(j) - l0 <= a: ext * j / k <= a, so j < (a + 1) * k / ext */
+    uint64_t a = lim / P->cross + (uint64_t)(lo[d] - P->l0);
+    uint64_t jm = a >= P->ext ? P->nparts : P->ext >= P->k ? ((a + 1) * P->k - 1) / P->ext : a;
+    uint32_t j = jm < P->nparts ? (uint32_t)jm : P->nparts;
+    rs_assert(j > i);
+    uint64_t n = parts_count(w, P, lo, hi, d, i, j);
+    if (n > nmax) {
+        /* the last j whose fine boxes are few enough (counts grow with j) */
+        uint32_t okj = i, badj = j;
+        while (okj + 1 < badj) {
+            uint32_t mid = okj + (badj - okj) / 2;
+            if (parts_count(w, P, lo, hi, d, i, mid) <= nmax) okj = mid;
+            else badj = mid;
+        }
+        if ((j = okj) == i) return i;
+        n = parts_count(w, P, lo, hi, d, i, j);
+    }
+    hi[d] = part_at(P, j);
+    w->cut = P, w->cut_d = d, w->cut_i = i, w->cut_j = j;
+    rs_assert(w->whole(w, lo, hi, (uint64_t)(hi[d] - lo[d]) * P->cross, n));
+    w->cut = NULL;
+    return j;
 }
 
 /* k nearly equal parts along the outermost dim longer than one, or one part per index of it (each cut
@@ -998,25 +1128,53 @@ static void fine_cut(fine_walk *w, int64_t *lo, int64_t *hi, uint32_t k)
     uint32_t d = 0;
     while (d < w->nd && hi[d] - lo[d] <= 1) d++;
     if (k <= 1 || d == w->nd) {
-        fine_box(w, lo, hi);
+        fine_box(w, lo, hi, 1);
         return;
     }
     int64_t ext = hi[d] - lo[d], l0 = lo[d], h0 = hi[d];
-    if ((uint64_t)ext >= k) {
-        for (uint32_t i = 0; i < k && !w->rc; i++) {
-            lo[d] = l0 + (int64_t)((uint64_t)ext * i / k);
-            hi[d] = l0 + (int64_t)((uint64_t)ext * (i + 1) / k);
-            fine_box(w, lo, hi);
+    fine_parts P = {l0, (uint64_t)ext, 0, k, (uint64_t)ext >= k ? k : (uint32_t)ext, {UINT64_MAX, UINT64_MAX}};
+    if (w->whole) {
+        hi[d] = l0 + 1;
+        P.cross = pl_box_elems(w->nd, lo, hi) * w->es;
+    }
+    for (uint32_t i = 0; i < P.nparts && !w->rc;) {
+        if (w->whole) {
+            uint32_t j = parts_take(w, &P, lo, hi, d, i);
+            if (j > i) {
+                i = j;
+                continue;
+            }
         }
-    } else {
-        for (int64_t i = 0; i < ext && !w->rc; i++) {
-            lo[d] = l0 + i;
-            hi[d] = l0 + i + 1;
-            fine_cut(w, lo, hi, k / (uint32_t)ext + ((uint32_t)i < k % (uint32_t)ext ? 1 : 0));
-        }
+        lo[d] = part_at(&P, i);
+        hi[d] = part_at(&P, i + 1);
+        if ((uint64_t)ext >= k) fine_box(w, lo, hi, 0);
+        else fine_cut(w, lo, hi, k / (uint32_t)ext + (i < k % (uint32_t)ext ? 1 : 0));
+        i++;
     }
     lo[d] = l0;
     hi[d] = h0;
+}
+
+/* Visit with s the fine boxes that w's whole is taking: those of [lo, hi), or of its cut's parts (checks of
+ * whole-taking: RESHARD_CHECK_FINE). */
+static void walk_taken(fine_walk *s, const fine_walk *w, const int64_t *lo, const int64_t *hi)
+{
+    int64_t l[PL_ND], h[PL_ND];
+    memcpy(l, lo, sizeof l);
+    memcpy(h, hi, sizeof h);
+    s->rc = 0;
+    if (!w->cut) {
+        fine_box(s, l, h, 0);
+        return;
+    }
+    const fine_parts *P = w->cut;
+    uint32_t d = w->cut_d;
+    for (uint32_t i = w->cut_i; i < w->cut_j; i++) {
+        l[d] = part_at(P, i);
+        h[d] = part_at(P, i + 1);
+        if (P->ext >= P->k) fine_box(s, l, h, 0);
+        else fine_cut(s, l, h, P->k / (uint32_t)P->ext + (i < P->k % (uint32_t)P->ext ? 1 : 0));
+    }
 }
 
 static int fine_walk_run(fine_walk *w, const int64_t *lo, const int64_t *hi)
@@ -1025,7 +1183,7 @@ static int fine_walk_run(fine_walk *w, const int64_t *lo, const int64_t *hi)
     memcpy(l, lo, sizeof l);
     memcpy(h, hi, sizeof h);
     w->rc = 0;
-    fine_box(w, l, h);
+    fine_box(w, l, h, 1);
     return w->rc;
 }
 
@@ -1060,7 +1218,7 @@ static int chunk_visit(fine_walk *w, const int64_t *lo, const int64_t *hi)
 static int chunks_of(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_env *E, const int64_t *lo,
                      const int64_t *hi, uint64_t pm, int relay_each)
 {
-    chunk_walk x = {{{cell->ndim, cell->es, pm, chunk_visit, 0}, c, cell, p, E}, relay_each};
+    chunk_walk x = {{{cell->ndim, cell->es, pm, chunk_visit, NULL, NULL, NULL, 0, NULL, 0, 0, 0}, c, cell, p, E}, relay_each};
     return fine_walk_run(&x.pw.w, lo, hi);
 }
 
@@ -1100,22 +1258,31 @@ typedef struct {
     uint64_t room, run;
     int open;
     uint32_t rt, rt_end; /* round table cursor: entry rt of [.., rt_end) */
+    uint32_t pend_r;     /* group_prep: the key and room of a run to be opened */
+    uint64_t pend_room;
+    /* a relay with per-box keys: kend[i], the end of the fine boxes from i on with box i's key
+     * (kend[nkend]: for those past its parent's boxes; UINT32_MAX: no end) */
+    const uint32_t *kend;
+    uint32_t nkend;
 } group_walk;
 
-/* Round key of fine box i at flow offset off: the flow's round of that byte, or for a relay two rounds after
- * the round its parent's box i arrived in. */
-static uint32_t group_key(group_walk *x, uint64_t off, uint32_t i)
+/* Round key of fine box i at flow offset off: the flow's round of that byte (the round table entry from *rt
+ * on, which moves there: offsets only grow), or for a relay two rounds after the round its parent's box i
+ * arrived in. */
+static uint32_t key_at(const group_walk *x, uint64_t off, uint32_t i, uint32_t *rt)
 {
-    pl_ctx *c = x->pw.c;
+    const pl_ctx *c = x->pw.c;
     const pl_part *p = x->pw.p;
     if (p->relay) {
         uint32_t k = p->kmin;
         if (p->kmin_chunk && i < p->nkmin && p->kmin_chunk[i] + 2 > k) k = p->kmin_chunk[i] + 2;
         return k;
     }
-    while (x->rt < x->rt_end && c->rt_end[x->rt] <= off) x->rt++;
-    return c->rt_round[x->rt < x->rt_end ? x->rt : x->rt_end - 1];
+    while (*rt < x->rt_end && c->rt_end[*rt] <= off) (*rt)++;
+    return c->rt_round[*rt < x->rt_end ? *rt : x->rt_end - 1];
 }
+
+static uint32_t group_key(group_walk *x, uint64_t off, uint32_t i) { return key_at(x, off, i, &x->rt); }
 
 /* Emit the open run: each merged box a chunk; every fine box of it takes its chunk's latest round. */
 static int group_flush(group_walk *x)
@@ -1134,6 +1301,24 @@ static int group_flush(group_walk *x)
     x->off += x->run;
     x->open = 0;
     return rc;
+}
+
+/* Push box [lo, hi) of bb bytes, fine boxes from `first` on, onto stack v (room reserved), and merge the top
+ * boxes while they form one box of at most pmax (halves of a slab, then the slabs: the run's boxes stay
+ * few). Returns the new depth. */
+static size_t gst_push(pl_gbox *v, size_t n, uint32_t nd, uint64_t pmax, const int64_t *lo, const int64_t *hi,
+                       uint64_t bb, uint32_t first)
+{
+    pl_gbox *g = &v[n++];
+    memcpy(g->box, lo, PL_ND * sizeof *lo);
+    memcpy(g->box + PL_ND, hi, PL_ND * sizeof *hi);
+    g->bytes = bb;
+    g->first = first;
+    while (n >= 2 && v[n - 2].bytes + v[n - 1].bytes <= pmax && box_join(nd, v[n - 2].box, v[n - 1].box)) {
+        v[n - 2].bytes += v[n - 1].bytes;
+        n--;
+    }
+    return n;
 }
 
 static int group_visit(fine_walk *w, const int64_t *lo, const int64_t *hi)
@@ -1157,21 +1342,216 @@ static int group_visit(fine_walk *w, const int64_t *lo, const int64_t *hi)
     }
     x->run += bb;
     rs_vec_reserve(&c->gst, 1);
-    pl_gbox *g = &c->gst.v[c->gst.n++];
-    memcpy(g->box, lo, PL_ND * sizeof *lo);
-    memcpy(g->box + PL_ND, hi, PL_ND * sizeof *hi);
-    g->bytes = bb;
-    g->first = x->j++;
-    /* merge the top boxes while they form one box of at most pmax (halves of a slab, then the slabs: the
-     * run's boxes stay few) */
-    size_t n = c->gst.n;
-    pl_gbox *v = c->gst.v;
-    while (n >= 2 && v[n - 2].bytes + v[n - 1].bytes <= c->pmax && box_join(nd, v[n - 2].box, v[n - 1].box)) {
-        v[n - 2].bytes += v[n - 1].bytes;
-        n--;
-    }
-    c->gst.n = n;
+    c->gst.n = gst_push(c->gst.v, c->gst.n, nd, c->pmax, lo, hi, bb, x->j++);
     return 0;
+}
+
+/* Whether the top t of a run's stack v[0..n) leaves the fine boxes of [lo, hi) (bytes) to merge into that
+ * box before t takes part: t cannot join a union of its first fine boxes short of the whole, or only unions
+ * that grow along one dim to the whole within pmax, which the box below t cannot join. A union that t joins
+ * starts where [lo, hi) starts: t differs from it in the start of exactly one dim e and ends where it
+ * starts there, and such a union has t's extent in every other dim (none does when t ends past [lo, hi) in
+ * one of them). When that is [lo, hi)'s extent, each
+ * such union grows along e, and together (within pmax) they end as t joined with [lo, hi), as pushing the
+ * whole does, unless the box below t joins t with a part of them (its extent along e starting with t's and
+ * ending inside [lo, hi)). Otherwise: not known, cut. */
+static int gst_top_apart(const pl_gbox *v, size_t n, uint32_t nd, const int64_t *lo, const int64_t *hi,
+                         uint64_t bytes, uint64_t pmax)
+{
+    const int64_t *t = v[n - 1].box;
+    uint32_t e = nd, ndiff = 0;
+    for (uint32_t d = 0; d < nd; d++)
+        if (t[d] != lo[d]) e = d, ndiff++;
+    if (ndiff != 1 || t[PL_ND + e] != lo[e]) return 1; /* never adjacent to such a union */
+    for (uint32_t d = 0; d < nd; d++)
+        if (d != e && t[PL_ND + d] > hi[d]) return 1; /* longer than every such union in dim d */
+    for (uint32_t d = 0; d < nd; d++)
+        if (d != e && t[PL_ND + d] != hi[d]) return 0;
+    if (v[n - 1].bytes + bytes > pmax) return 0;
+    if (n >= 2) {
+        const int64_t *u = v[n - 2].box;
+        if (u[e] == t[e] && u[PL_ND + e] > lo[e] && u[PL_ND + e] < hi[e]) return 0;
+    }
+    return 1;
+}
+
+/* RESHARD_CHECK_FINE: a box taken whole (group_whole) is also walked fine box by fine box over a copy of the
+ * run, which must end the same (tests/planner.cmake runs plans with it). */
+typedef struct {
+    fine_walk w;
+    group_walk *x;
+    rs_vec(pl_gbox) st;
+    uint64_t run;
+    uint32_t j, rt;
+} group_shadow;
+
+static int shadow_visit(fine_walk *w, const int64_t *lo, const int64_t *hi)
+{
+    group_shadow *y = (group_shadow *)w;
+    group_walk *x = y->x;
+    pl_ctx *c = x->pw.c;
+    uint64_t bb = pl_box_elems(w->nd, lo, hi) * w->es;
+    if (y->run + bb + ALIGN > x->room || key_at(x, x->off + y->run, y->j, &y->rt) != x->r)
+        rs_die("fine-box check: a box taken whole ends its run");
+    y->run += bb;
+    rs_vec_reserve(&y->st, 1);
+    y->st.n = gst_push(y->st.v, y->st.n, w->nd, c->pmax, lo, hi, bb, y->j++);
+    return 0;
+}
+
+static void group_check_whole(group_walk *x, const int64_t *lo, const int64_t *hi, group_shadow *y, int after)
+{
+    pl_ctx *c = x->pw.c;
+    if (!after) {
+        memset(y, 0, sizeof *y);
+        y->w = (fine_walk){x->pw.w.nd, x->pw.w.es, x->pw.w.pm, shadow_visit, NULL, NULL, NULL, 0, NULL, 0, 0, 0};
+        y->x = x;
+        rs_vec_reserve(&y->st, c->gst.n + 1);
+        memcpy(y->st.v, c->gst.v, c->gst.n * sizeof *c->gst.v);
+        y->st.n = c->gst.n;
+        y->run = x->run;
+        y->j = x->j;
+        y->rt = x->rt;
+        walk_taken(&y->w, &x->pw.w, lo, hi);
+        return;
+    }
+    int same = y->st.n == c->gst.n && y->run == x->run && y->j == x->j;
+    for (size_t i = 0; i < y->st.n && same; i++)
+        same = !memcmp(y->st.v[i].box, c->gst.v[i].box, sizeof y->st.v[i].box) &&
+               y->st.v[i].bytes == c->gst.v[i].bytes && y->st.v[i].first == c->gst.v[i].first;
+    if (!same) {
+        uint32_t nd = x->pw.w.nd;
+        fprintf(stderr, "X:"); for (uint32_t d = 0; d < nd; d++) fprintf(stderr, " [%lld,%lld)", (long long)lo[d], (long long)hi[d]);
+        fprintf(stderr, "\nrun %llu/%llu j %u/%u pm %llu pmax %llu es %llu\n", (unsigned long long)y->run, (unsigned long long)x->run, y->j, x->j, (unsigned long long)x->pw.w.pm, (unsigned long long)c->pmax, (unsigned long long)x->pw.w.es);
+        for (int z = 0; z < 2; z++) {
+            const pl_gbox *v = z ? c->gst.v : y->st.v; size_t n = z ? c->gst.n : y->st.n;
+            fprintf(stderr, "%s:\n", z ? "fast" : "shadow");
+            for (size_t i = 0; i < n; i++) { fprintf(stderr, "  "); for (uint32_t d = 0; d < nd; d++) fprintf(stderr, " [%lld,%lld)", (long long)v[i].box[d], (long long)v[i].box[PL_ND + d]); fprintf(stderr, " bytes %llu first %u\n", (unsigned long long)v[i].bytes, v[i].first); }
+        }
+        rs_die("fine-box check: a box taken whole ends its run otherwise than its fine boxes do");
+    }
+    rs_vec_free(&y->st);
+}
+
+/* grouped_chunks' prep: the run the first fine box (at most bmin bytes) of what is offered next joins. An
+ * open run that takes it ends there when its round key is not the run's (as the visit would end it); a run
+ * to be opened gets its key and room (kept in pending until something is taken). 0: nothing can be taken
+ * (the open run may not take bmin). */
+static int group_prep(fine_walk *w, uint64_t bmin)
+{
+    group_walk *x = (group_walk *)w;
+    pl_ctx *c = x->pw.c;
+    if (x->open) {
+        if (x->run + bmin + ALIGN > x->room) return 0;
+        if (group_key(x, x->off + x->run, x->j) == x->r) return 1;
+        int rc = group_flush(x);
+        if (rc) {
+            w->rc = rc;
+            return 0;
+        }
+    }
+    x->pend_r = group_key(x, x->off, x->j);
+    x->pend_room = group_room(c, x->pw.p, x->pw.E, x->pend_r);
+    return 1;
+}
+
+/* A relay's fine boxes from the next one on that share its key (UINT64_MAX: all). */
+static uint64_t group_kleft(const group_walk *x)
+{
+    if (!x->kend) return UINT64_MAX;
+    uint32_t e = x->kend[x->j < x->nkend ? x->j : x->nkend];
+    return e == UINT32_MAX ? UINT64_MAX : e - x->j;
+}
+
+/* grouped_chunks' limit: what group_whole below takes of a run of parts from lo along d, in closed form:
+ * within pmax, the room and the round table entry (or for a relay, the fine boxes of one key), and with
+ * the stack's top t: apart from every such run, or from those that end before t along d (t next to them
+ * along another dim), or (t and the run one box along d) within pmax less t and not past the end along d
+ * of the box below t, when that starts along d where t does (gst_top_apart). */
+static uint64_t group_limit(fine_walk *w, const int64_t *lo, const int64_t *hi, uint32_t d, uint64_t cross,
+                            uint64_t *nmax)
+{
+    group_walk *x = (group_walk *)w;
+    pl_ctx *c = x->pw.c;
+    uint32_t nd = w->nd;
+    uint64_t run = x->open ? x->run : 0, room = x->open ? x->room : x->pend_room;
+    if (room < run + ALIGN) return 0;
+    uint64_t lim = c->pmax < room - run - ALIGN ? c->pmax : room - run - ALIGN;
+    *nmax = UINT64_MAX;
+    if (x->pw.p->relay) {
+        *nmax = group_kleft(x);
+    } else if (x->rt < x->rt_end) {
+        uint64_t left = c->rt_end[x->rt] - (x->off + run); /* (the cursor is at the entry holding the start) */
+        if (left < lim) lim = left;
+    }
+    if (x->open && c->gst.n) {
+        const pl_gbox *tb = &c->gst.v[c->gst.n - 1];
+        const int64_t *t = tb->box;
+        uint32_t e = nd, ndiff = 0;
+        for (uint32_t f = 0; f < nd; f++)
+            if (t[f] != lo[f]) e = f, ndiff++;
+        int apart = ndiff != 1 || t[PL_ND + e] != lo[e];
+        for (uint32_t f = 0; f < nd && !apart; f++)
+            if (f != e && f != d && t[PL_ND + f] > hi[f]) apart = 1;
+        if (!apart && e != d) {
+            /* apart from runs that end before t does along d */
+            if (t[PL_ND + d] - lo[d] <= 1) return 0;
+            if ((uint64_t)(t[PL_ND + d] - 1 - lo[d]) * cross < lim) lim = (uint64_t)(t[PL_ND + d] - 1 - lo[d]) * cross;
+        } else if (!apart) {
+            for (uint32_t f = 0; f < nd; f++)
+                if (f != d && t[PL_ND + f] != hi[f]) return 0;
+            if (tb->bytes >= c->pmax) return 0;
+            if (c->pmax - tb->bytes < lim) lim = c->pmax - tb->bytes;
+            if (c->gst.n >= 2) {
+                const int64_t *u = c->gst.v[c->gst.n - 2].box;
+                if (u[d] == t[d] && u[PL_ND + d] > lo[d] && (uint64_t)(u[PL_ND + d] - lo[d]) * cross < lim)
+                    lim = (uint64_t)(u[PL_ND + d] - lo[d]) * cross;
+            }
+        }
+    }
+    return lim;
+}
+
+/* grouped_chunks' whole: [lo, hi) (bytes, n fine boxes), after group_prep, when its fine boxes would all go
+ * into the run (the room takes them; one round key: inside one entry of the round table, or for a relay,
+ * fine boxes whose parent boxes arrived in rounds of one key: kend) and merge into it as one box (at most
+ * pmax, the box below apart: gst_top_apart). The run's state ends as after their visits, which are skipped:
+ * most of the fine boxes of DeepSeek-V3 (B), 6.7 M, are rejoined halves of slabs and slabs of one chunk. */
+static int group_whole(fine_walk *w, const int64_t *lo, const int64_t *hi, uint64_t bytes, uint64_t n)
+{
+    group_walk *x = (group_walk *)w;
+    pl_ctx *c = x->pw.c;
+    uint32_t nd = w->nd;
+    uint64_t run = x->open ? x->run : 0, room = x->open ? x->room : x->pend_room;
+    if (bytes > c->pmax || run + bytes + ALIGN > room) return 0;
+    if (n == UINT64_MAX) {
+        int64_t l[PL_ND], h[PL_ND];
+        memcpy(l, lo, sizeof l);
+        memcpy(h, hi, sizeof h);
+        n = fine_count(nd, w->es, w->pm, l, h);
+    }
+    if (x->pw.p->relay) {
+        if (group_kleft(x) < n) return 0;
+    } else if (x->rt < x->rt_end && c->rt_end[x->rt] < x->off + run + bytes) {
+        return 0; /* may reach the next entry */
+    }
+    if (x->open && c->gst.n && !gst_top_apart(c->gst.v, c->gst.n, nd, lo, hi, bytes, c->pmax)) return 0;
+    if (!x->open) {
+        x->r = x->pend_r;
+        x->room = x->pend_room;
+        x->run = 0;
+        x->open = 1;
+        c->gst.n = 0;
+    }
+    group_shadow y;
+    if (c->check_fine) group_check_whole(x, lo, hi, &y, 0);
+    rs_assert(x->j + n <= UINT32_MAX);
+    x->run += bytes;
+    rs_vec_reserve(&c->gst, 1);
+    c->gst.n = gst_push(c->gst.v, c->gst.n, nd, c->pmax, lo, hi, bytes, x->j);
+    x->j += (uint32_t)n;
+    if (c->check_fine) group_check_whole(x, lo, hi, &y, 1);
+    return 1;
 }
 
 /* A part that spans round boundaries: fine sub-boxes (pfine), and consecutive ones with the same round key
@@ -1184,12 +1564,28 @@ static int grouped_chunks(pl_ctx *c, const pl_cell *cell, const pl_part *p, chun
 {
     group_walk x;
     memset(&x, 0, sizeof x);
-    x.pw = (part_walk){{cell->ndim, cell->es, c->pfine, group_visit, 0}, c, cell, p, E};
+    x.pw = (part_walk){{cell->ndim, cell->es, c->pfine, group_visit, group_whole, group_prep, group_limit, 0, NULL, 0, 0, 0}, c, cell, p, E};
     x.off = c->fw_base[wi] + c->fw_run[wi];
     if (!p->relay) {
         x.rt = rt_index(c, fi, x.off);
         x.rt_end = c->rt_begin[fi + 1];
         rs_assert(c->rt_begin[fi] < x.rt_end);
+    }
+    if (p->relay && p->kmin_chunk) {
+        /* kend from the last box back; the boxes past the parent's have key kmin */
+        uint32_t nk = p->nkmin, *e;
+        c->kend.n = 0;
+        rs_vec_reserve(&c->kend, (size_t)nk + 1);
+        e = c->kend.v;
+        e[nk] = UINT32_MAX;
+        uint32_t knext = p->kmin;
+        for (uint32_t i = nk; i-- > 0;) {
+            uint32_t k = key_at(&x, 0, i, NULL);
+            e[i] = k == knext ? e[i + 1] : i + 1;
+            knext = k;
+        }
+        x.kend = e;
+        x.nkend = nk;
     }
     c->fine_k.n = 0;
     int rc = fine_walk_run(&x.pw.w, p->lo, p->hi);
@@ -2883,6 +3279,7 @@ static void free_pass_state(pl_ctx *c)
     rs_vec_free(&c->chunk_k);
     rs_vec_free(&c->gst);
     rs_vec_free(&c->fine_k);
+    rs_vec_free(&c->kend);
     rs_vec_free(&c->bld.zscr);
 }
 

@@ -7,6 +7,9 @@
 #                        same message and work on one thread and on two
 #   planner_determinism  the same layout twice gives byte-identical plans (once on one thread, once on two)
 #   planner_bound        the cost model's lower bound (box unions) against counting elements, 1000 layouts
+#   planner_fine_whole   runs of a grouped part's fine boxes taken whole (schedule.c, group_whole) against
+#                        their visits one by one (RESHARD_CHECK_FINE=1: any difference aborts), 1500 layouts
+#                        and full-size DeepSeek-V3 (B: 6.7 M fine boxes, relays)
 # A failing random case prints its seed; rerun it with `test_planner prop 1 SEED`.
 set(RS_PLANNER_TEST_DIR ${CMAKE_CURRENT_SOURCE_DIR}/planner)
 add_executable(test_planner ${RS_PLANNER_TEST_DIR}/test_planner.c ${RS_PLANNER_TEST_DIR}/lb.c
@@ -36,8 +39,12 @@ add_test(NAME planner_fanout_spill
 add_test(NAME planner_spill_halves
          COMMAND test_planner spill-halves ${PROJECT_SOURCE_DIR}/examples/deepseek-v3-h100.layout -D EXPERTS=1
                  -D STACK=1 -D PP=4 -D FIRST=3 -D LAST=4 -D L=15)
+add_test(NAME planner_fine_whole COMMAND test_planner prop 1500 300001)
+add_test(NAME planner_fine_whole_b COMMAND reshardc ${PROJECT_SOURCE_DIR}/examples/deepseek-v3-h100.layout
+                                           -o ${CMAKE_CURRENT_BINARY_DIR}/fine_whole_b.plan --quiet)
+set_tests_properties(planner_fine_whole planner_fine_whole_b PROPERTIES ENVIRONMENT RESHARD_CHECK_FINE=1)
 set_tests_properties(planner_unit planner_prop planner_prop_threads planner_mutate planner_determinism planner_bound planner_verify_work
-                     planner_fanout_spill planner_spill_halves PROPERTIES LABELS planner)
+                     planner_fanout_spill planner_spill_halves planner_fine_whole planner_fine_whole_b PROPERTIES LABELS planner)
 
 # Golden dumps of small layouts (tests/golden/NAME.layout -> tests/golden/NAME.dump): compile, verify,
 # `reshardc dump`, compare. Refresh after an intended planner change with ONE command, then review:

@@ -551,6 +551,245 @@ static int cmp_hset(const void *x, const void *y)
     return a->first < b->first ? -1 : a->first > b->first;
 }
 
+/* What one tensor adds to the bound: needed, model and distinct bytes; bytes per needing domain; bytes only
+ * one rank holds (per rank, in order); holder sets of several ranks (their ranks in rk). */
+typedef rs_vec(uint64_t) u64_vec;
+typedef struct {
+    uint64_t need, model, distinct;
+    u64_vec dom;  /* domain, bytes, ... */
+    u64_vec held; /* rank, bytes, ... */
+    rs_vec(hset) hs;
+    u32_vec rk;
+} tadd;
+
+/* The per-tensor figures depend only on the tensor's blocks (boxes, projections and tuples, both sides) and
+ * element size: a model's layers repeat them (DeepSeek-V3's stacked experts: 792 tensors, 3 of 4 alike on
+ * each stage), so a tensor whose blocks equal an earlier one's adds what that one added (found by a hash of
+ * the blocks, confirmed by comparing them; kept for LB_MEMO_WORDS words of blocks at most). */
+typedef struct {
+    uint64_t h;
+    size_t sig, nsig;                    /* its words in sigs */
+    uint64_t need, model, distinct;
+    size_t dom, ndom, held, nheld, hs, nhs, rk, nrk; /* its entries in the pools below */
+} lbmemo;
+#define LB_MEMO_WORDS ((size_t)1 << 21)
+typedef struct {
+    u64_vec sigs, dom, held;
+    rs_vec(hset) hs;
+    u32_vec rk;
+    rs_vec(lbmemo) v;
+    uint32_t *slot; /* open addressing: memo index + 1 (0: empty) */
+    uint32_t cap;
+} lbmemo_tab;
+
+/* The words of a tensor's blocks (dst blocks [0, ndst) of blk, then src): element size, dims, counts, and
+ * per block its box, projection and tuple. */
+static void lb_sig(const pblock_vec *blk, size_t ndst, uint32_t nd, uint64_t dts, u64_vec *w)
+{
+    w->n = 0;
+    rs_vec_reserve(w, 4 + blk->n * (2 * (size_t)nd + 2));
+    uint64_t *o = w->v;
+    size_t k = 0;
+    o[k++] = dts, o[k++] = nd, o[k++] = ndst, o[k++] = blk->n - ndst;
+    for (size_t i = 0; i < blk->n; i++) {
+        const pblock *pb = &blk->v[i];
+        for (uint32_t d = 0; d < nd; d++) o[k++] = (uint64_t)pb->lo[d], o[k++] = (uint64_t)pb->hi[d];
+        o[k++] = (uint64_t)(uintptr_t)pb->pj;
+        o[k++] = pb->tuple;
+    }
+    w->n = k;
+}
+
+static const lbmemo *lb_find(const lbmemo_tab *T, const u64_vec *w, uint64_t h)
+{
+    if (!T->cap) return NULL;
+    for (uint32_t i = (uint32_t)h & (T->cap - 1);; i = (i + 1) & (T->cap - 1)) {
+        if (!T->slot[i]) return NULL;
+        const lbmemo *m = &T->v.v[T->slot[i] - 1];
+        if (m->h == h && m->nsig == w->n && !memcmp(T->sigs.v + m->sig, w->v, w->n * sizeof *w->v)) return m;
+    }
+}
+
+static void lb_keep(lbmemo_tab *T, const u64_vec *w, uint64_t h, const tadd *a)
+{
+    if (T->sigs.n + w->n > LB_MEMO_WORDS) return;
+    if (2 * (T->v.n + 1) > T->cap) {
+        uint32_t ncap = T->cap ? 2 * T->cap : 256;
+        free(T->slot);
+        T->slot = rs_xcalloc(ncap, sizeof *T->slot);
+        T->cap = ncap;
+        for (size_t q = 0; q < T->v.n; q++) {
+            uint32_t i = (uint32_t)T->v.v[q].h & (ncap - 1);
+            while (T->slot[i]) i = (i + 1) & (ncap - 1);
+            T->slot[i] = (uint32_t)q + 1;
+        }
+    }
+    lbmemo m = {h, T->sigs.n, w->n, a->need, a->model, a->distinct, T->dom.n, a->dom.n, T->held.n, a->held.n,
+                T->hs.n, a->hs.n, T->rk.n, a->rk.n};
+    for (size_t i = 0; i < w->n; i++) rs_vec_push(&T->sigs, w->v[i]);
+    for (size_t i = 0; i < a->dom.n; i++) rs_vec_push(&T->dom, a->dom.v[i]);
+    for (size_t i = 0; i < a->held.n; i++) rs_vec_push(&T->held, a->held.v[i]);
+    for (size_t i = 0; i < a->hs.n; i++) rs_vec_push(&T->hs, a->hs.v[i]);
+    for (size_t i = 0; i < a->rk.n; i++) rs_vec_push(&T->rk, a->rk.v[i]);
+    uint32_t i = (uint32_t)h & (T->cap - 1);
+    while (T->slot[i]) i = (i + 1) & (T->cap - 1);
+    rs_vec_push(&T->v, m);
+    T->slot[i] = (uint32_t)T->v.n;
+}
+
+static void lbmemo_free(lbmemo_tab *T)
+{
+    rs_vec_free(&T->sigs);
+    rs_vec_free(&T->dom);
+    rs_vec_free(&T->held);
+    rs_vec_free(&T->hs);
+    rs_vec_free(&T->rk);
+    rs_vec_free(&T->v);
+    free(T->slot);
+}
+
+/* Scratch of the per-tensor computation (kept from tensor to tensor). */
+typedef struct {
+    uint64_t *dom_need; /* (only to stamp: the domains needing the tensor) */
+    uint32_t *dom_stamp;
+    uint8_t *dom_disjoint;
+    cbox_vec boxes;
+    cboxp_vec ptrs;
+    tinfo ti;
+    u32_vec mult;
+} lbscratch;
+
+/* What tensor t adds (into a, cleared first), from its blocks blk: dst blocks [0, ndst), then src. */
+static void tensor_adds(projcache *c, uint32_t t, const pblock_vec *blk, size_t ndst, lbscratch *S, tadd *a)
+{
+    const rs_layout *L = c->L;
+    const rs_tensor *T = L->tensors + t;
+    uint64_t dts = (uint64_t)rs_dtype_size(T->dtype);
+    uint32_t nd = T->ndim;
+    cbox_vec *bx = &S->boxes;
+    cboxp_vec *px = &S->ptrs;
+    a->need = a->model = a->distinct = 0;
+    a->dom.n = a->held.n = a->hs.n = a->rk.n = 0;
+    bx->n = 0;
+    for (size_t i = 0; i < ndst; i++) {
+        const pblock *pb = &blk->v[i];
+        const proj *pj = pb->pj;
+        for (uint32_t k = pj->dom_begin[pb->tuple]; k < pj->dom_begin[pb->tuple + 1]; k++) {
+            cbox b;
+            memcpy(b.lo, pb->lo, sizeof b.lo);
+            memcpy(b.hi, pb->hi, sizeof b.hi);
+            b.dom = pj->doms[k];
+            b.kind = 0;
+            rs_vec_push(bx, b);
+            S->dom_stamp[b.dom] = t;
+        }
+    }
+    size_t nneed = bx->n;
+    for (size_t i = ndst; i < blk->n; i++) {
+        const pblock *pb = &blk->v[i];
+        const proj *pj = pb->pj;
+        for (uint32_t k = pj->dom_begin[pb->tuple]; k < pj->dom_begin[pb->tuple + 1]; k++) {
+            if (S->dom_stamp[pj->doms[k]] != t) continue; /* held where nobody needs it */
+            cbox b;
+            memcpy(b.lo, pb->lo, sizeof b.lo);
+            memcpy(b.hi, pb->hi, sizeof b.hi);
+            b.dom = pj->doms[k];
+            b.kind = 1;
+            rs_vec_push(bx, b);
+        }
+    }
+    if (nneed == 0) return;
+    int any_held = bx->n > nneed;
+    box_ndim_g = nd;
+    sort_(bx->v, bx->n, sizeof *bx->v, cmp_cbox_dom);
+    size_t w = 0;
+    for (size_t i = 0; i < bx->n; i++)
+        if (w == 0 || cmp_cbox_dom(&bx->v[i], &bx->v[w - 1]) != 0) bx->v[w++] = bx->v[i];
+    bx->n = w;
+    /* per domain: |U_a \ H_a| = |U_a u H_a| - |H_a| */
+    for (size_t i = 0; i < bx->n;) {
+        size_t j = i;
+        while (j < bx->n && bx->v[j].dom == bx->v[i].dom) j++;
+        px->n = 0;
+        size_t nheld = 0;
+        for (size_t k = i; k < j; k++) {
+            rs_vec_push(px, &bx->v[k]);
+            nheld += bx->v[k].kind == 1;
+        }
+        int64_t v = union_volume(px, nd);
+        int64_t vsum = 0;
+        for (size_t k = i; k < j; k++) vsum += bx->v[k].kind == 0 ? box_vol(&bx->v[k], 0, nd) : 0;
+        S->dom_disjoint[bx->v[i].dom] = !nheld && vsum == v; /* its needed boxes do not overlap */
+        if (nheld) {
+            px->n = 0;
+            for (size_t k = i; k < j; k++)
+                if (bx->v[k].kind == 1) rs_vec_push(px, &bx->v[k]);
+            v -= union_volume(px, nd);
+        }
+        uint64_t bytes = sat_mul((uint64_t)v, dts);
+        rs_vec_push(&a->dom, bx->v[i].dom);
+        rs_vec_push(&a->dom, bytes);
+        a->need = sat_add(a->need, bytes);
+        i = j;
+    }
+    /* distinct bytes needed anywhere, and needed from outside some domain */
+    px->n = 0;
+    for (size_t k = 0; k < bx->n; k++)
+        if (bx->v[k].kind == 0) rs_vec_push(px, &bx->v[k]);
+    int64_t model = union_volume(px, nd);
+    a->model = sat_mul((uint64_t)model, dts);
+    int64_t distinct = model;
+    if (any_held) {
+        px->n = 0;
+        for (size_t k = 0; k < bx->n; k++) rs_vec_push(px, &bx->v[k]);
+        distinct = boxes_volume(px->v, px->n, nd, PRED_NEED_NOT_HELD);
+    }
+    a->distinct = sat_mul((uint64_t)distinct, dts);
+    /* bytes only one rank holds: without relays they leave its NIC once per other domain needing
+     * them (skipped for tensors whose source blocks overlap: a smaller, still valid figure) */
+    tinfo *tip = &S->ti;
+    tinfo_build(c, t, tip);
+    if (src_overlap_factor(tip) < 1) return;
+    /* (only domains whose needed boxes are disjoint, where the volume is a plain sum; others are
+     * skipped, which again only lowers the figure) */
+    /* the needed boxes of those domains, each distinct box once with the number of domains */
+    px->n = 0;
+    for (size_t k = 0; k < bx->n; k++)
+        if (bx->v[k].kind == 0 && S->dom_disjoint[bx->v[k].dom]) rs_vec_push(px, &bx->v[k]);
+    box_ndim_g = nd;
+    sort_(px->v, px->n, sizeof *px->v, cmp_cboxp_geom);
+    S->mult.n = 0;
+    size_t nu = 0;
+    for (size_t k = 0; k < px->n; k++) {
+        if (nu && cmp_box_geom(px->v[k], px->v[nu - 1]) == 0) {
+            S->mult.v[nu - 1]++;
+            continue;
+        }
+        px->v[nu++] = px->v[k];
+        rs_vec_push(&S->mult, 1);
+    }
+    px->n = nu;
+    for (size_t j = 0; j < tip->src.n; j++) {
+        const dblk *sb = &tip->src.v[j];
+        const uint32_t *hr = &tip->ranks.v[sb->rbegin];
+        int64_t v = 0;
+        for (size_t k = 0; k < px->n; k++) v += (int64_t)S->mult.v[k] * box_intersect(px->v[k], &sb->b, nd);
+        /* (a holder's own domain is never among them: where it needs part of the tensor, the holder's
+         * block is among its held boxes, so it is not disjoint) */
+        uint64_t key = 14695981039346656037ull; /* FNV-1a of the (ascending) holder ranks */
+        for (uint32_t i = 0; i < sb->nranks; i++) key = (key ^ hr[i]) * 1099511628211ull;
+        uint64_t bytes = sat_mul((uint64_t)v, dts);
+        if (sb->nranks == 1) {
+            rs_vec_push(&a->held, hr[0]);
+            rs_vec_push(&a->held, bytes);
+        } else if (v > 0) {
+            hset e = {key, bytes, hr[0], sb->nranks, (uint32_t)a->rk.n};
+            rs_vec_push(&a->hs, e);
+            for (uint32_t i = 0; i < sb->nranks; i++) rs_vec_push(&a->rk, hr[i]);
+        }
+    }
+}
+
 int rs_cost_lower_bound(const rs_layout *L, const rs_cost_params *p, rs_cost_bound *out, char *err,
                         size_t errlen)
 {
@@ -564,150 +803,73 @@ int rs_cost_lower_bound(const rs_layout *L, const rs_cost_params *p, rs_cost_bou
     for (uint32_t a = 0; a < ndom; a++) dom_stamp[a] = RS_NONE;
     projcache c = {.L = L};
     pblock_vec blk = {0};
-    cbox_vec boxes = {0};
-    cboxp_vec ptrs = {0};
-    tinfo ti = {0};
     uint64_t *held_only = rs_xcalloc(world + 1, sizeof *held_only);
     uint8_t *dom_disjoint = rs_xcalloc(ndom + 1, 1);
-    u32_vec mult = {0};
     /* bytes only a set of several ranks holds (one entry per source block, merged by rank set below) */
     rs_vec(hset) hsets = {0};
     u32_vec hpool = {0};
 
+    lbscratch S;
+    memset(&S, 0, sizeof S);
+    S.dom_need = dom_need, S.dom_stamp = dom_stamp, S.dom_disjoint = dom_disjoint;
+    lbmemo_tab memo = {0};
+    tadd ad = {0};
+    u64_vec sig = {0};
     for (uint32_t t = 0; t < L->ntensors; t++) {
         const rs_tensor *T = L->tensors + t;
-        uint64_t dts = (uint64_t)rs_dtype_size(T->dtype);
-        uint32_t nd = T->ndim;
         blk.n = 0;
-        boxes.n = 0;
         tensor_blocks(&c, t, RS_DST, &blk);
-        for (size_t i = 0; i < blk.n; i++) {
-            const pblock *pb = &blk.v[i];
-            proj *pj = (proj *)pb->pj;
-            if (!(pj->marked[pb->tuple] & 1)) {
-                pj->marked[pb->tuple] |= 1;
-                for (uint32_t k = pj->rank_begin[pb->tuple]; k < pj->rank_begin[pb->tuple + 1]; k++)
-                    is_dst[pj->ranks[k]] = 1;
-            }
-            for (uint32_t k = pj->dom_begin[pb->tuple]; k < pj->dom_begin[pb->tuple + 1]; k++) {
-                cbox b;
-                memcpy(b.lo, pb->lo, sizeof b.lo);
-                memcpy(b.hi, pb->hi, sizeof b.hi);
-                b.dom = pj->doms[k];
-                b.kind = 0;
-                rs_vec_push(&boxes, b);
-                dom_stamp[b.dom] = t;
-            }
-        }
-        size_t nneed = boxes.n;
-        blk.n = 0;
+        size_t ndst = blk.n;
         tensor_blocks(&c, t, RS_SRC, &blk);
         for (size_t i = 0; i < blk.n; i++) {
             const pblock *pb = &blk.v[i];
             proj *pj = (proj *)pb->pj;
-            if (!(pj->marked[pb->tuple] & 2)) {
-                pj->marked[pb->tuple] |= 2;
-                for (uint32_t k = pj->rank_begin[pb->tuple]; k < pj->rank_begin[pb->tuple + 1]; k++)
-                    is_src[pj->ranks[k]] = 1;
-            }
-            for (uint32_t k = pj->dom_begin[pb->tuple]; k < pj->dom_begin[pb->tuple + 1]; k++) {
-                if (dom_stamp[pj->doms[k]] != t) continue; /* held where nobody needs it */
-                cbox b;
-                memcpy(b.lo, pb->lo, sizeof b.lo);
-                memcpy(b.hi, pb->hi, sizeof b.hi);
-                b.dom = pj->doms[k];
-                b.kind = 1;
-                rs_vec_push(&boxes, b);
-            }
+            uint8_t bit = i < ndst ? 1 : 2;
+            if (pj->marked[pb->tuple] & bit) continue;
+            pj->marked[pb->tuple] |= bit;
+            uint8_t *mark = i < ndst ? is_dst : is_src;
+            for (uint32_t k = pj->rank_begin[pb->tuple]; k < pj->rank_begin[pb->tuple + 1]; k++) mark[pj->ranks[k]] = 1;
         }
-        if (nneed == 0) continue;
-        int any_held = boxes.n > nneed;
-        box_ndim_g = nd;
-        sort_(boxes.v, boxes.n, sizeof *boxes.v, cmp_cbox_dom);
-        size_t w = 0;
-        for (size_t i = 0; i < boxes.n; i++)
-            if (w == 0 || cmp_cbox_dom(&boxes.v[i], &boxes.v[w - 1]) != 0) boxes.v[w++] = boxes.v[i];
-        boxes.n = w;
-        /* per domain: |U_a \ H_a| = |U_a u H_a| - |H_a| */
-        for (size_t i = 0; i < boxes.n;) {
-            size_t j = i;
-            while (j < boxes.n && boxes.v[j].dom == boxes.v[i].dom) j++;
-            ptrs.n = 0;
-            size_t nheld = 0;
-            for (size_t k = i; k < j; k++) {
-                rs_vec_push(&ptrs, &boxes.v[k]);
-                nheld += boxes.v[k].kind == 1;
-            }
-            int64_t v = union_volume(&ptrs, nd);
-            int64_t vsum = 0;
-            for (size_t k = i; k < j; k++) vsum += boxes.v[k].kind == 0 ? box_vol(&boxes.v[k], 0, nd) : 0;
-            dom_disjoint[boxes.v[i].dom] = !nheld && vsum == v; /* its needed boxes do not overlap */
-            if (nheld) {
-                ptrs.n = 0;
-                for (size_t k = i; k < j; k++)
-                    if (boxes.v[k].kind == 1) rs_vec_push(&ptrs, &boxes.v[k]);
-                v -= union_volume(&ptrs, nd);
-            }
-            uint64_t bytes = sat_mul((uint64_t)v, dts);
-            dom_need[boxes.v[i].dom] = sat_add(dom_need[boxes.v[i].dom], bytes);
-            out->need_bytes = sat_add(out->need_bytes, bytes);
-            i = j;
+        lb_sig(&blk, ndst, T->ndim, (uint64_t)rs_dtype_size(T->dtype), &sig);
+        uint64_t h = rs_hash64(sig.v, sig.n * sizeof *sig.v, 0x6c62);
+        const lbmemo *m = lb_find(&memo, &sig, h);
+        uint64_t need, model, distinct;
+        const uint64_t *dm, *ho;
+        const hset *hs;
+        const uint32_t *rk;
+        size_t ndm, nho, nhs;
+        if (m) {
+            need = m->need, model = m->model, distinct = m->distinct;
+            dm = memo.dom.v + m->dom, ndm = m->ndom, ho = memo.held.v + m->held, nho = m->nheld;
+            hs = memo.hs.v + m->hs, nhs = m->nhs, rk = memo.rk.v + m->rk;
+        } else {
+            tensor_adds(&c, t, &blk, ndst, &S, &ad);
+            lb_keep(&memo, &sig, h, &ad);
+            need = ad.need, model = ad.model, distinct = ad.distinct;
+            dm = ad.dom.v, ndm = ad.dom.n, ho = ad.held.v, nho = ad.held.n, hs = ad.hs.v, nhs = ad.hs.n, rk = ad.rk.v;
         }
-        /* distinct bytes needed anywhere, and needed from outside some domain */
-        ptrs.n = 0;
-        for (size_t k = 0; k < boxes.n; k++)
-            if (boxes.v[k].kind == 0) rs_vec_push(&ptrs, &boxes.v[k]);
-        int64_t model = union_volume(&ptrs, nd);
-        out->model_bytes = sat_add(out->model_bytes, sat_mul((uint64_t)model, dts));
-        int64_t distinct = model;
-        if (any_held) {
-            ptrs.n = 0;
-            for (size_t k = 0; k < boxes.n; k++) rs_vec_push(&ptrs, &boxes.v[k]);
-            distinct = boxes_volume(ptrs.v, ptrs.n, nd, PRED_NEED_NOT_HELD);
-        }
-        out->distinct_bytes = sat_add(out->distinct_bytes, sat_mul((uint64_t)distinct, dts));
-        /* bytes only one rank holds: without relays they leave its NIC once per other domain needing
-         * them (skipped for tensors whose source blocks overlap: a smaller, still valid figure) */
-        tinfo_build(&c, t, &ti);
-        if (src_overlap_factor(&ti) < 1) continue;
-        /* (only domains whose needed boxes are disjoint, where the volume is a plain sum; others are
-         * skipped, which again only lowers the figure) */
-        /* the needed boxes of those domains, each distinct box once with the number of domains */
-        ptrs.n = 0;
-        for (size_t k = 0; k < boxes.n; k++)
-            if (boxes.v[k].kind == 0 && dom_disjoint[boxes.v[k].dom]) rs_vec_push(&ptrs, &boxes.v[k]);
-        box_ndim_g = nd;
-        sort_(ptrs.v, ptrs.n, sizeof *ptrs.v, cmp_cboxp_geom);
-        mult.n = 0;
-        size_t nu = 0;
-        for (size_t k = 0; k < ptrs.n; k++) {
-            if (nu && cmp_box_geom(ptrs.v[k], ptrs.v[nu - 1]) == 0) {
-                mult.v[nu - 1]++;
-                continue;
-            }
-            ptrs.v[nu++] = ptrs.v[k];
-            rs_vec_push(&mult, 1);
-        }
-        ptrs.n = nu;
-        for (size_t j = 0; j < ti.src.n; j++) {
-            const dblk *sb = &ti.src.v[j];
-            const uint32_t *hr = &ti.ranks.v[sb->rbegin];
-            int64_t v = 0;
-            for (size_t k = 0; k < ptrs.n; k++) v += (int64_t)mult.v[k] * box_intersect(ptrs.v[k], &sb->b, nd);
-            /* (a holder's own domain is never among them: where it needs part of the tensor, the holder's
-             * block is among its held boxes, so it is not disjoint) */
-            uint64_t key = 14695981039346656037ull; /* FNV-1a of the (ascending) holder ranks */
-            for (uint32_t i = 0; i < sb->nranks; i++) key = (key ^ hr[i]) * 1099511628211ull;
-            uint64_t bytes = sat_mul((uint64_t)v, dts);
-            if (sb->nranks == 1) {
-                held_only[hr[0]] = sat_add(held_only[hr[0]], bytes);
-            } else if (v > 0) {
-                hset e = {key, bytes, hr[0], sb->nranks, (uint32_t)hpool.n};
-                rs_vec_push(&hsets, e);
-                for (uint32_t i = 0; i < sb->nranks; i++) rs_vec_push(&hpool, hr[i]);
-            }
+        out->need_bytes = sat_add(out->need_bytes, need);
+        out->model_bytes = sat_add(out->model_bytes, model);
+        out->distinct_bytes = sat_add(out->distinct_bytes, distinct);
+        for (size_t i = 0; i < ndm; i += 2) dom_need[dm[i]] = sat_add(dom_need[dm[i]], dm[i + 1]);
+        for (size_t i = 0; i < nho; i += 2) held_only[ho[i]] = sat_add(held_only[ho[i]], ho[i + 1]);
+        for (size_t i = 0; i < nhs; i++) {
+            hset e = hs[i];
+            e.off = (uint32_t)hpool.n;
+            rs_vec_push(&hsets, e);
+            for (uint32_t k = 0; k < hs[i].n; k++) rs_vec_push(&hpool, rk[hs[i].off + k]);
         }
     }
+    lbmemo_free(&memo);
+    rs_vec_free(&ad.dom);
+    rs_vec_free(&ad.held);
+    rs_vec_free(&ad.hs);
+    rs_vec_free(&ad.rk);
+    rs_vec_free(&sig);
+    tinfo_free(&S.ti);
+    rs_vec_free(&S.ptrs);
+    rs_vec_free(&S.boxes);
+    rs_vec_free(&S.mult);
 
     uint32_t *recv = rs_xcalloc(ndom + 1, sizeof *recv);
     for (uint32_t r = 0; r < world; r++) {
@@ -780,10 +942,6 @@ int rs_cost_lower_bound(const rs_layout *L, const rs_cost_params *p, rs_cost_bou
     free(dom_disjoint);
     rs_vec_free(&hsets);
     rs_vec_free(&hpool);
-    rs_vec_free(&mult);
-    tinfo_free(&ti);
-    rs_vec_free(&ptrs);
-    rs_vec_free(&boxes);
     rs_vec_free(&blk);
     projcache_free(&c);
     free(dom_stamp);

@@ -1412,7 +1412,7 @@ static void group_check_whole(group_walk *x, const int64_t *lo, const int64_t *h
         y->w = (fine_walk){x->pw.w.nd, x->pw.w.es, x->pw.w.pm, shadow_visit, NULL, NULL, NULL, 0, NULL, 0, 0, 0};
         y->x = x;
         rs_vec_reserve(&y->st, c->gst.n + 1);
-        memcpy(y->st.v, c->gst.v, c->gst.n * sizeof *c->gst.v);
+        if (c->gst.n) memcpy(y->st.v, c->gst.v, c->gst.n * sizeof *c->gst.v);
         y->st.n = c->gst.n;
         y->run = x->run;
         y->j = x->j;

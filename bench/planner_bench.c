@@ -43,6 +43,7 @@ static long peak_kb(void)
 
 int main(int argc, char **argv)
 {
+    rs_reexec_huge_heap(argv); /* (as reshardc does) */
     const char *path = RS_SOURCE_DIR "/examples/deepseek-v3-h100.layout";
     rs_define defs[64];
     uint32_t ndefs = 0;

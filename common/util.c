@@ -13,6 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/auxv.h>
+#endif
 
 void rs_die_at(const char *file, int line, const char *fmt, ...)
 {
@@ -142,6 +146,44 @@ void rs_heap_trim(size_t min_free)
     malloc_trim(0);
 #else
     (void)min_free;
+#endif
+}
+
+/* 1 when transparent huge pages are left to madvise (the kernel's usual setting: "always" gives them to
+ * the heap already, "never" to nothing). */
+static int thp_madvise(void)
+{
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (!f) return 0;
+    char line[128];
+    int yes = fgets(line, sizeof line, f) && strstr(line, "[madvise]");
+    fclose(f);
+    return yes;
+}
+
+void rs_reexec_huge_heap(char **argv)
+{
+#if defined(__GLIBC__) && defined(__linux__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+    static const char tun[] = "glibc.malloc.hugetlb";
+    const char *had = getenv("GLIBC_TUNABLES"), *pre = getenv("LD_PRELOAD");
+    if (had && strstr(had, tun)) return;             /* done, or the user's own choice (=0 keeps 4 KiB pages) */
+    if (pre && strstr(pre, "vgpreload")) return;     /* under valgrind, an exec would leave it */
+    if (!getauxval(AT_BASE)) return; /* static, or started as `ld.so reshardc`: /proc/self/exe is not us */
+    if (!thp_madvise()) return;
+    size_t n = (had ? strlen(had) + 1 : 0) + sizeof tun + 2;
+    char *val = malloc(n), *old = had ? strdup(had) : NULL;
+    if (!val || (had && !old)) goto out;
+    snprintf(val, n, "%s%s%s=1", had ? had : "", had ? ":" : "", tun);
+    if (setenv("GLIBC_TUNABLES", val, 1)) goto out;
+    execv("/proc/self/exe", argv);
+    /* (no /proc, or no exec allowed: carry on with 4 KiB pages, the environment as it was) */
+    if (old) setenv("GLIBC_TUNABLES", old, 1);
+    else unsetenv("GLIBC_TUNABLES");
+out:
+    free(val);
+    free(old);
+#else
+    (void)argv;
 #endif
 }
 

@@ -43,6 +43,7 @@ static int finish(int rc)
 
 int main(int argc, char **argv)
 {
+    rs_reexec_huge_heap(argv);
     if (argc < 2) {
         fputs(usage, stderr);
         return 2;

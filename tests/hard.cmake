@@ -2,7 +2,8 @@
 #   hard       hard.plan.<ex> compiles each example scaled down by its `# replay-args:` line (fixture);
 #              hard.corrupt.<ex> damages that plan (every truncation, every header byte, sampled flips in
 #              every section, resealed damage) against `reshardc verify` and the runtime loader;
-#              hard.limits: hostile layouts against the front end's default limits, under a memory cap
+#              hard.limits: hostile layouts against the front end's default limits, under a memory cap;
+#              hard.huge_heap: reshardc's re-exec for huge pages (rs_reexec_huge_heap)
 #   golden     hard.fingerprints: the scaled examples' plan fingerprints against tests/fingerprints.txt.
 #              After an intended change to the planner, the format or an example, refresh with
 #                  RESHARD_UPDATE=1 ctest --test-dir build -R hard.fingerprints && git diff tests/fingerprints.txt
@@ -52,6 +53,17 @@ add_executable(hard_limits ${RS_HARD_DIR}/limits.c)
 target_link_libraries(hard_limits PRIVATE rscompiler)
 add_test(NAME hard.limits COMMAND hard_limits 1024)
 set_tests_properties(hard.limits PROPERTIES LABELS hard TIMEOUT 300)
+
+# reshardc's start with huge pages for its heap (rs_reexec_huge_heap; a no-op under the sanitizers, so not
+# in their sub-builds): when it re-executes, with what GLIBC_TUNABLES, and that the plan is the same.
+if(NOT RESHARD_SANITIZE)
+  add_executable(hard_huge_heap ${RS_HARD_DIR}/huge_heap.c)
+  target_link_libraries(hard_huge_heap PRIVATE rsplan)
+  add_test(NAME hard.huge_heap
+           COMMAND sh ${RS_HARD_DIR}/huge_heap.sh $<TARGET_FILE:hard_huge_heap> $<TARGET_FILE:reshardc>
+                   ${PROJECT_SOURCE_DIR}/examples/qwen3-32b-h100.layout ${RS_HARD_WORK}/huge_heap)
+  set_tests_properties(hard.huge_heap PROPERTIES LABELS hard TIMEOUT 120 PASS_REGULAR_EXPRESSION "huge heap OK")
+endif()
 
 # The CPU suite under ASan + UBSan: a sub-build of this tree in build/sanitize (-DRESHARD_SANITIZE=ON
 # -DRESHARD_GPU=OFF), built and tested by tests/hard/sanitize.sh. Selection: everything but the `examples` label

@@ -27,7 +27,7 @@ char *rs_xstrdup(const char *s);
  * where transparent huge pages are left to madvise (the kernel's usual setting), run the program again
  * (execv of /proc/self/exe, same arguments) with glibc's malloc told to advise them for its heap
  * (GLIBC_TUNABLES=glibc.malloc.hugetlb=1, added to what is there). Filling hundreds of MiB then takes a
- * page fault per 2 MiB instead of per 4 KiB: issue 3's case compiles 10-15 % faster. It returns (and
+ * page fault per 2 MiB instead of per 4 KiB, and fewer TLB misses (docs/benchmarks.md). It returns (and
  * nothing changed) when GLIBC_TUNABLES already names that tunable (so =0 turns this off), under valgrind
  * or a sanitizer, without glibc or Linux, or when the exec fails. The plan library and the runtime never
  * call it. */

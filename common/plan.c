@@ -1,11 +1,13 @@
 /* plan.c - small plan helpers: opcode names from the X-macro, binding lookup, descriptor sizes,
- * freeing a plan. */
+ * freeing a plan, the blocks that hold the planner's programs. */
+#define _GNU_SOURCE
 #include "plan.h"
 #include "util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* Opcodes are stored as one byte; 0 is never an opcode. */
 #define X(n, v, o, s) _Static_assert((v) > 0 && (v) < 256, "opcode " #n " fits in a byte");
@@ -57,6 +59,12 @@ int rs_desc_extent(const rs_desc *d, uint64_t *end)
     return 0;
 }
 
+/* A block's header, at its start (the rest of the first 64 bytes is unused). */
+struct rs_prog_block {
+    rs_prog_block *next;
+    size_t len; /* bytes mapped, header included */
+};
+
 void rs_plan_free(rs_plan *P)
 {
     if (!P) return;
@@ -64,6 +72,7 @@ void rs_plan_free(rs_plan *P)
         for (uint32_t r = 0; r < P->layout.topo.world; r++) {
             rs_rank_prog *g = &P->ranks[r];
             free(g->bindings);
+            if (g->in_blocks) continue; /* the rest goes with the blocks */
             free(g->steps);
             free(g->ops);
             free(g->dpool);
@@ -72,8 +81,76 @@ void rs_plan_free(rs_plan *P)
         }
         free(P->ranks);
     }
+    for (rs_prog_block *b = P->blocks, *next; b; b = next) {
+        next = b->next;
+        munmap(b, b->len);
+    }
     rs_layout_free(&P->layout);
     memset(P, 0, sizeof *P);
+}
+
+/* ---- program blocks ---- */
+
+#define BLOCK_MIN ((size_t)32 << 20)
+#define BLOCK_ALIGN ((size_t)2 << 20) /* x86-64's and arm64's (4 KiB base pages) huge page */
+
+void *rs_prog_block_alloc(rs_plan *P, rs_prog_cursor *cur, size_t bytes)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    (void)P, (void)cur, (void)bytes;
+    return NULL;
+#else
+    if (bytes > SIZE_MAX / 4) return NULL;
+    bytes = (bytes + 63) & ~(size_t)63;
+    if (!cur->at || (size_t)(cur->end - cur->at) < bytes) {
+        size_t len = bytes + 64 > BLOCK_MIN ? bytes + 64 : BLOCK_MIN;
+        len = (len + BLOCK_ALIGN - 1) & ~(BLOCK_ALIGN - 1);
+        /* mapped one huge page longer, then cut to a huge page boundary at both ends */
+        uint8_t *m = mmap(NULL, len + BLOCK_ALIGN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) return NULL;
+        uint8_t *a = (uint8_t *)(((uintptr_t)m + BLOCK_ALIGN - 1) & ~(uintptr_t)(BLOCK_ALIGN - 1));
+        if (a > m) munmap(m, (size_t)(a - m));
+        if (a + len < m + len + BLOCK_ALIGN) munmap(a + len, (size_t)(m + len + BLOCK_ALIGN - (a + len)));
+#ifdef MADV_HUGEPAGE
+        madvise(a, len, MADV_HUGEPAGE); /* a request: without it (THP off, other systems) small pages */
+#endif
+        rs_prog_block *b = (rs_prog_block *)a;
+        b->len = len;
+        b->next = __atomic_load_n(&P->blocks, __ATOMIC_RELAXED);
+        while (!__atomic_compare_exchange_n(&P->blocks, &b->next, b, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+        }
+        cur->at = a + 64;
+        cur->end = a + len;
+    }
+    void *p = cur->at;
+    cur->at += bytes;
+    return p;
+#endif
+}
+
+void rs_prog_block_shrink(rs_prog_cursor *cur, void *p, size_t bytes)
+{
+    uint8_t *end = (uint8_t *)p + ((bytes + 63) & ~(size_t)63);
+    rs_assert(end <= cur->at && (uint8_t *)p < cur->end);
+    cur->at = end;
+}
+
+static void *copy_out(const void *p, size_t n)
+{
+    void *q = rs_xmalloc(n ? n : 1);
+    if (n) memcpy(q, p, n);
+    return q;
+}
+
+void rs_prog_unblock(rs_rank_prog *g)
+{
+    if (!g->in_blocks) return;
+    g->steps = copy_out(g->steps, ((size_t)g->nsteps + 1) * sizeof *g->steps);
+    g->ops = copy_out(g->ops, ((size_t)g->nops + 1) * sizeof *g->ops);
+    g->waits = copy_out(g->waits, ((size_t)g->nwaits + 1) * sizeof *g->waits);
+    g->doff = copy_out(g->doff, (size_t)g->dcap * sizeof *g->doff);
+    g->dpool = copy_out(g->dpool, g->dpool_cap * sizeof *g->dpool);
+    g->in_blocks = 0;
 }
 
 /* ---- packed descriptors ---- */
@@ -90,6 +167,7 @@ static void desc_put(uint64_t *w, const rs_desc *d)
 
 void rs_prog_desc_reserve(rs_rank_prog *g, uint32_t n, uint64_t words)
 {
+    rs_prog_unblock(g);
     uint64_t need = (uint64_t)g->ndescs + n;
     rs_assert(need <= UINT32_MAX);
     if (need > g->dcap) {
@@ -136,6 +214,7 @@ void rs_prog_desc_set(rs_rank_prog *g, uint32_t i, const rs_desc *d)
 
 void rs_prog_desc_trim(rs_rank_prog *g)
 {
+    rs_prog_unblock(g);
     g->doff = rs_xrealloc(g->doff, ((size_t)g->ndescs + 1) * sizeof *g->doff);
     g->dcap = g->ndescs + 1;
     g->dpool = rs_xrealloc(g->dpool, (g->dpool_n + 1) * sizeof *g->dpool);

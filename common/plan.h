@@ -120,7 +120,15 @@ typedef struct {
     uint32_t *waits;
     uint32_t nwaits;
     int loaded; /* 0 when a single-rank load skipped this rank's program */
+    /* 1: steps, ops, waits, doff and dpool lie in the plan's blocks (rs_prog_block_alloc), not in memory of
+     * their own: rs_plan_free frees them with the blocks, and rs_prog_unblock (which the descriptor
+     * functions below call before anything grows) moves them out. Code that reallocates or frees one of
+     * these arrays itself calls rs_prog_unblock first. */
+    int in_blocks;
 } rs_rank_prog;
+
+/* Large blocks a plan owns, that the planner puts its finished programs in (rs_prog_block_alloc). */
+typedef struct rs_prog_block rs_prog_block;
 
 typedef struct rs_plan {
     rs_layout layout;     /* includes the topology */
@@ -131,9 +139,27 @@ typedef struct rs_plan {
     /* Set by the planner once rs_plan_verify_all passed: the writer then skips the per-rank checks it
      * would repeat (10 % of a DeepSeek-V3 compile's instructions). Clear it after editing the plan. */
     int verified;
+    rs_prog_block *blocks; /* the blocks of the ranks with in_blocks set (a list; two threads add to it) */
 } rs_plan;
 
 void rs_plan_free(rs_plan *P);
+
+/* One thread's place in the plan's blocks (zero it before the first use). */
+typedef struct {
+    uint8_t *at, *end;
+} rs_prog_cursor;
+/* `bytes` (64-byte aligned) at the cursor, from a new block of at least 32 MiB when the cursor's block is
+ * full. A block is mapped in huge pages where the system gives them on request (Linux's transparent huge
+ * pages in madvise mode), and only rs_plan_free hands it back: a program there never shares a page with
+ * memory the heap hands back as it is freed, which splits a huge page (in the 4 KiB pages left, B, C and
+ * G compiled 16-22 % slower: docs/planner.md). Safe for two threads with a cursor each. NULL when blocks are not used (AddressSanitizer builds, whose bounds checks need an allocation
+ * per array) or the mapping fails: the caller then allocates with malloc. */
+void *rs_prog_block_alloc(rs_plan *P, rs_prog_cursor *cur, size_t bytes);
+/* Cut the cursor's last allocation, at p, to `bytes` (no more than it had): the rest is the cursor's again. */
+void rs_prog_block_shrink(rs_prog_cursor *cur, void *p, size_t bytes);
+/* Move g's arrays out of the blocks into memory of their own, at the same capacities (nothing when they
+ * are not in blocks). */
+void rs_prog_unblock(rs_rank_prog *g);
 
 /* Descriptor i of rank program g, unpacked into *out (dims past ndim zero); returns out. */
 /* Bytes [off, off + bytes) of binding (or staging) loc as a one-dim descriptor. */

@@ -13,6 +13,10 @@
 /* The planner hands freed heap pages back (rs_heap_trim) when this much lies free: below it, faulting the
  * pages in again cost more than they weigh (issue 3's case: 74 MiB free, 22 k page faults, 0.07 s). */
 #define PL_TRIM_MIN_FREE ((size_t)128 << 20)
+/* After planning, the verifier takes back most of what pass 3 freed (issue 3's case: 223 MiB free, B 278,
+ * C 347, G 813): a trim below this gave back pages it then faulted in again, split into 4 KiB pages (issue
+ * 3's case on one core 1.33 -> 1.74 s); above it (G) the trim still pays (docs/planner.md). */
+#define PL_TRIM_AFTER_PLAN ((size_t)512 << 20)
 
 typedef rs_vec(uint32_t) pl_u32vec;
 typedef rs_vec(uint64_t) pl_u64vec;
@@ -346,6 +350,7 @@ typedef struct {
     rs_rank_prog dscr;      /* descriptors, packed, before they go to the program (reused) */
     rs_vec(pl_zcitem) zscr; /* zc_moves' scratch */
     uint64_t trim_bytes;    /* program bytes since the last malloc_trim */
+    rs_prog_cursor cur;     /* where this thread puts finished programs in the plan's blocks */
 } pl_builder;
 
 typedef struct pl_ctx {

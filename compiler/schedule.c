@@ -2199,7 +2199,23 @@ typedef struct {
     rs_vec(uint32_t) waits;
     uint64_t *dtab; /* by content (open addressing): hash << 32 | descriptor index + 1; ops share equal ones */
     uint32_t dmask;
+    int ops_in_block; /* ops.v was reserved in the plan's blocks (build_rank), where it must not be realloc'd */
 } prog_out;
+
+/* Room for one more op. The reserve bounds the ops a rank resolves to; were it ever short, the ops move
+ * out of the block into memory that can grow. */
+static inline rs_op *op_slot(prog_out *o)
+{
+    if (o->ops_in_block && o->ops.n == o->ops.cap) {
+        rs_op *v = rs_xmalloc(2 * o->ops.cap * sizeof *v);
+        memcpy(v, o->ops.v, o->ops.n * sizeof *v);
+        o->ops.v = v;
+        o->ops.cap *= 2;
+        o->ops_in_block = 0;
+    }
+    rs_vec_reserve(&o->ops, 1);
+    return &o->ops.v[o->ops.n++];
+}
 
 /* Hash of a packed descriptor's n words. */
 static uint64_t desc_hash(const uint64_t *w, uint32_t n)
@@ -2356,8 +2372,7 @@ static void rp_free(round_prog *p) { rs_vec_free(&p->le); }
 static void put_op(prog_out *o, const pl_pop *p)
 {
     /* written in place: the arrays were reserved for the rank's program (build_rank) */
-    rs_vec_reserve(&o->ops, 1);
-    rs_op *op = &o->ops.v[o->ops.n++];
+    rs_op *op = op_slot(o);
     memset(op, 0, sizeof *op);
     op->code = p->code;
     op->tensor = p->tensor;
@@ -2578,7 +2593,7 @@ static void put_msgs(prog_out *o, const msg_vec *v, int code)
         op.loc = v->v[i].loc;
         op.off = v->v[i].off;
         op.bytes = v->v[i].bytes;
-        rs_vec_push(&o->ops, op);
+        *op_slot(o) = op;
     }
 }
 
@@ -2764,6 +2779,57 @@ static void compact_steps(pl_ctx *c)
     c->steps.cap = n + 1;
 }
 
+/* The finished arrays of program g (its counts set) at their exact sizes (the vectors grew by doubling; the
+ * ops were reserved at a bound): in the plan's blocks, where the heap trims below do not split their huge
+ * pages (in the small pages left, B, C and G compiled 16-22 % slower: docs/planner.md), else in memory of
+ * their own. */
+static void place_program(pl_ctx *c, pl_builder *w, rs_rank_prog *g, prog_out *o)
+{
+    size_t sz[5] = {((size_t)g->nsteps + 1) * sizeof *g->steps, ((size_t)g->nops + 1) * sizeof *g->ops,
+                    ((size_t)g->nwaits + 1) * sizeof *g->waits, (size_t)g->dcap * sizeof *g->doff,
+                    g->dpool_cap * sizeof *g->dpool};
+    uint8_t *at[5] = {0};
+    if (o->ops_in_block) {
+        rs_prog_block_shrink(&w->cur, o->ops.v, sz[1]);
+        at[1] = (uint8_t *)o->ops.v;
+    }
+    size_t rest = 0;
+    for (int i = 0; i < 5; i++)
+        if (!at[i]) rest += (sz[i] + 63) & ~(size_t)63;
+    uint8_t *b = rs_prog_block_alloc(c->out, &w->cur, rest);
+    if (b) {
+        for (int i = 0; i < 5; i++)
+            if (!at[i]) {
+                at[i] = b;
+                b += (sz[i] + 63) & ~(size_t)63;
+            }
+        g->steps = (rs_step *)at[0], g->ops = (rs_op *)at[1], g->waits = (uint32_t *)at[2];
+        g->doff = (uint32_t *)at[3], g->dpool = (uint64_t *)at[4];
+        memcpy(g->steps, o->steps.v, (size_t)g->nsteps * sizeof *g->steps);
+        memcpy(g->waits, o->waits.v, (size_t)g->nwaits * sizeof *g->waits);
+        if (!o->ops_in_block) {
+            memcpy(g->ops, o->ops.v, (size_t)g->nops * sizeof *g->ops);
+            free(o->ops.v);
+        }
+        free(o->steps.v);
+        free(o->waits.v);
+        g->in_blocks = 1;
+    } else {
+        g->steps = rs_xrealloc(o->steps.v, sz[0]);
+        if (o->ops_in_block) { /* (the block stays the plan's, unused) */
+            g->ops = rs_xmalloc(sz[1]);
+            memcpy(g->ops, o->ops.v, (size_t)g->nops * sizeof *g->ops);
+        } else {
+            g->ops = rs_xrealloc(o->ops.v, sz[1]);
+        }
+        g->waits = rs_xrealloc(o->waits.v, sz[2]);
+        g->doff = rs_xmalloc(sz[3]);
+        g->dpool = rs_xmalloc(sz[4]);
+    }
+    memcpy(g->doff, o->g->doff, (size_t)g->ndescs * sizeof *g->doff);
+    memcpy(g->dpool, o->g->dpool, g->dpool_n * sizeof *g->dpool);
+}
+
 /* Rank r's program: its staging layout, messages, waits and resolved ops; its ops while planning go back. */
 static void build_rank(pl_ctx *c, pl_builder *w, uint32_t r)
 {
@@ -2863,8 +2929,9 @@ static void build_rank(pl_ctx *c, pl_builder *w, uint32_t r)
         /* Reserve the program at once: every live op resolves to at least one op (splits make
          * more: room for one per op, a third of them split on DeepSeek-V3), plus one SEND or RECV
          * per segment item and forward. Grown by doubling, the arrays were copied about once more
-         * and touched twice the memory (DeepSeek-V3: 0.7 GB of descriptors). Pages of the reserve
-         * that are never written cost nothing, and the exact-size realloc below gives them back. */
+         * and touched twice the memory (DeepSeek-V3: 0.7 GB of descriptors). The reserve is made in the
+         * plan's blocks and cut to the ops written (place_program), so the next rank's arrays take the
+         * rest. */
         size_t npop = 0, nmsg = 0;
         for (int32_t k = -1; k < (int32_t)nk; k++)
             for (int lane = 0; lane < 2; lane++) {
@@ -2878,7 +2945,10 @@ static void build_rank(pl_ctx *c, pl_builder *w, uint32_t r)
                     for (size_t i = 0; i < b->in.n; i++)
                         if (!(b->in.v[i] & 1)) nmsg += c->segs.v[b->in.v[i] >> 1].ninst;
             }
-        rs_vec_reserve(&o.ops, 2 * npop + nmsg);
+        size_t ncap = 2 * npop + nmsg + 1; /* + 1: the exact size is nops + 1 */
+        o.ops.v = rs_prog_block_alloc(c->out, &w->cur, ncap * sizeof *o.ops.v);
+        if (o.ops.v) o.ops.cap = ncap, o.ops_in_block = 1;
+        else rs_vec_reserve(&o.ops, ncap);
         /* descriptors: in a scratch pool kept from rank to rank (two an op, mostly of 1 to 3 dims; it grows
          * by doubling past that), copied to the program at the end in exactly the room they take (a pool
          * of the program's own, reserved and trimmed, left the heap fragmented: DeepSeek-V3/GB200 593 MiB
@@ -3018,21 +3088,14 @@ static void build_rank(pl_ctx *c, pl_builder *w, uint32_t r)
     rp_free(&nvl_prog);
     rp_free(&net_prog);
     rs_vec_free(&pack_prog);
-    /* exact sizes: the vectors grew by doubling */
-    g->steps = rs_xrealloc(o.steps.v, (o.steps.n + 1) * sizeof *o.steps.v);
     g->nsteps = (uint32_t)o.steps.n;
-    g->ops = rs_xrealloc(o.ops.v, (o.ops.n + 1) * sizeof *o.ops.v);
     g->nops = (uint32_t)o.ops.n;
+    g->nwaits = (uint32_t)o.waits.n;
     g->ndescs = o.g->ndescs;
     g->dcap = g->ndescs + 1;
-    g->doff = rs_xmalloc((size_t)g->dcap * sizeof *g->doff);
-    memcpy(g->doff, o.g->doff, (size_t)g->ndescs * sizeof *g->doff);
     g->dpool_n = o.g->dpool_n;
     g->dpool_cap = g->dpool_n + 1;
-    g->dpool = rs_xmalloc(g->dpool_cap * sizeof *g->dpool);
-    memcpy(g->dpool, o.g->dpool, g->dpool_n * sizeof *g->dpool);
-    g->waits = rs_xrealloc(o.waits.v, (o.waits.n + 1) * sizeof *o.waits.v);
-    g->nwaits = (uint32_t)o.waits.n;
+    place_program(c, w, g, &o);
     free(o.dtab);
     popool_release(&c->popool[r]);
     /* The ops of the steps just resolved were freed into the heap in pieces too small for the large
@@ -3331,5 +3394,5 @@ void pl_schedule_free(pl_ctx *c)
         for (uint32_t r = 0; r < c->world; r++) rs_vec_free(&c->usage[r]);
         free(c->usage);
     }
-    rs_heap_trim(PL_TRIM_MIN_FREE); /* the planning state was freed in many small pieces: its pages, for the verifier */
+    rs_heap_trim(PL_TRIM_AFTER_PLAN); /* the planning state was freed in many small pieces: its pages, for the verifier */
 }

@@ -6,6 +6,8 @@
 #   planner_mutate       damaged plans: the verifier must reject every one the executor finds wrong, with the
 #                        same message and work on one thread and on two
 #   planner_determinism  the same layout twice gives byte-identical plans (once on one thread, once on two)
+#   planner_blocks       the programs lie in the plan's blocks (common/plan.c) and are the same moved out of
+#                        them (rs_prog_unblock, rs_prog_desc_trim, a descriptor added), 60 layouts
 #   planner_bound        the cost model's lower bound (box unions) against counting elements, 1000 layouts
 #   planner_fine_whole   runs of a grouped part's fine boxes taken whole (schedule.c, group_whole) against
 #                        their visits one by one (RESHARD_CHECK_FINE=1: any difference aborts), 1500 layouts
@@ -22,6 +24,7 @@ add_test(NAME planner_prop_threads COMMAND test_planner prop 1000 90001)
 set_tests_properties(planner_prop_threads PROPERTIES ENVIRONMENT RESHARD_THREADS=2)
 add_test(NAME planner_mutate COMMAND test_planner mutate 600 7)
 add_test(NAME planner_determinism COMMAND test_planner determinism)
+add_test(NAME planner_blocks COMMAND test_planner blocks)
 add_test(NAME planner_bound COMMAND test_planner bound 1000 1)
 # the verifier's work on the scaled DeepSeek-V3 example is the same for the plan and two decoded copies of
 # it at other addresses (162 k descriptors: more than the verifier's descriptor-cache slots)
@@ -43,7 +46,7 @@ add_test(NAME planner_fine_whole COMMAND test_planner prop 1500 300001)
 add_test(NAME planner_fine_whole_b COMMAND reshardc ${PROJECT_SOURCE_DIR}/examples/deepseek-v3-h100.layout
                                            -o ${CMAKE_CURRENT_BINARY_DIR}/fine_whole_b.plan --quiet)
 set_tests_properties(planner_fine_whole planner_fine_whole_b PROPERTIES ENVIRONMENT RESHARD_CHECK_FINE=1)
-set_tests_properties(planner_unit planner_prop planner_prop_threads planner_mutate planner_determinism planner_bound planner_verify_work
+set_tests_properties(planner_unit planner_prop planner_prop_threads planner_mutate planner_determinism planner_blocks planner_bound planner_verify_work
                      planner_fanout_spill planner_spill_halves planner_fine_whole planner_fine_whole_b PROPERTIES LABELS planner)
 
 # Golden dumps of small layouts (tests/golden/NAME.layout -> tests/golden/NAME.dump): compile, verify,

@@ -1094,6 +1094,71 @@ static int run_determinism(void)
     return failures;
 }
 
+/* ---- program blocks: a planned plan's programs lie in the plan's blocks (rs_prog_block_alloc, where blocks
+ * are used); moved out by rs_prog_unblock, by rs_prog_desc_trim or by an edit that grows them, they are the
+ * same programs (the same bytes encoded), and rs_plan_free frees both kinds ---- */
+
+static int run_blocks(void)
+{
+    for (uint64_t seed = 0; seed < 60; seed++) {
+        threads((int)(seed % 2) + 1);
+        rs_layout L[2];
+        rs_plan P[2];
+        rs_plan_opts o;
+        char err[600];
+        uint8_t *img[3] = {0};
+        size_t len[3];
+        for (int k = 0; k < 2; k++) {
+            gen_layout(&L[k], seed, NULL);
+            rand_opts(seed, &o);
+            if (rs_planner_plan(&L[k], &o, &P[k], NULL, err, sizeof err, NULL)) {
+                fprintf(stderr, "seed %llu: %s\n", (unsigned long long)seed, err);
+                rs_layout_free(&L[k]);
+                return 1;
+            }
+        }
+        uint32_t world = P[0].layout.topo.world, nin = 0;
+        for (uint32_t r = 0; r < world; r++) nin += P[0].ranks[r].in_blocks != 0;
+#if defined(__SANITIZE_ADDRESS__)
+        CHECK(nin == 0 && !P[0].blocks); /* each array an allocation of its own, for the bounds checks */
+#else
+        CHECK(nin == world && P[0].blocks);
+#endif
+        CHECK(!rs_plan_encode(&P[0], &img[0], &len[0], err, sizeof err));
+        for (uint32_t r = 0; r < world; r++) {
+            if (r % 2) rs_prog_unblock(&P[0].ranks[r]);
+            else rs_prog_desc_trim(&P[0].ranks[r]);
+            CHECK(!P[0].ranks[r].in_blocks);
+        }
+        P[0].verified = 0; /* (encoded with its per-rank checks) */
+        CHECK(!rs_plan_encode(&P[0], &img[1], &len[1], err, sizeof err));
+        CHECK(len[0] == len[1] && !memcmp(img[0], img[1], len[0]));
+        /* a descriptor added to each rank that has one: in blocks (it moves them out to grow) and out of them */
+        uint32_t added = 0;
+        for (uint32_t r = 0; r < world; r++)
+            for (int k = 0; k < 2; k++) {
+                rs_rank_prog *g = &P[k].ranks[r];
+                if (!g->ndescs) continue;
+                rs_desc d;
+                rs_prog_desc(g, 0, &d);
+                uint32_t i = rs_prog_desc_add(g, &d);
+                rs_desc e;
+                rs_prog_desc(g, i, &e);
+                CHECK(i + 1 == g->ndescs && !g->in_blocks && e.offset == d.offset && e.ndim == d.ndim);
+                added++;
+            }
+        P[1].verified = 0;
+        free(img[1]);
+        CHECK(!rs_plan_encode(&P[0], &img[1], &len[1], err, sizeof err));
+        CHECK(!rs_plan_encode(&P[1], &img[2], &len[2], err, sizeof err));
+        CHECK(len[1] == len[2] && !memcmp(img[1], img[2], len[1]) && (len[1] > len[0] || !added));
+        for (int k = 0; k < 3; k++) free(img[k]);
+        for (int k = 0; k < 2; k++) rs_plan_free(&P[k]); /* (the layouts went into the plans) */
+    }
+    threads(0);
+    return failures;
+}
+
 /* The verifier's work is a property of the plan, not of where it sits in memory: the plan as planned and
  * two decoded copies of it (other addresses) take the same work units. (Its descriptor cache was once
  * indexed by address: the work then varied from run to run on plans with more descriptors than slots.) */
@@ -1180,6 +1245,7 @@ int main(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "unit")) return run_unit() != 0;
     if (argc >= 2 && !strcmp(argv[1], "determinism")) return run_determinism() != 0;
+    if (argc >= 2 && !strcmp(argv[1], "blocks")) return run_blocks() != 0;
     if (argc >= 3 && !strcmp(argv[1], "verify-work")) return run_verify_work(argc, argv) != 0;
     if (argc >= 3 && !strcmp(argv[1], "fanout-spill")) return run_fanout_spill(argc, argv, 0) != 0;
     if (argc >= 3 && !strcmp(argv[1], "spill-halves")) return run_fanout_spill(argc, argv, 1) != 0;
@@ -1187,6 +1253,6 @@ int main(int argc, char **argv)
     if (argc >= 4 && !strcmp(argv[1], "bound")) return run_bound(strtoull(argv[2], 0, 0), strtoull(argv[3], 0, 0)) != 0;
     if (argc >= 4 && !strcmp(argv[1], "mutate"))
         return run_mutate(strtoull(argv[2], 0, 0), strtoull(argv[3], 0, 0)) != 0;
-    fprintf(stderr, "usage: test_planner unit | determinism | prop N SEED | bound N SEED | mutate N SEED | verify-work LAYOUT [-D N=V]...\n");
+    fprintf(stderr, "usage: test_planner unit | determinism | blocks | prop N SEED | bound N SEED | mutate N SEED | verify-work LAYOUT [-D N=V]...\n");
     return 2;
 }

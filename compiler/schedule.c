@@ -2805,10 +2805,11 @@ static void place_program(pl_ctx *c, pl_builder *w, rs_rank_prog *g, prog_out *o
             }
         g->steps = (rs_step *)at[0], g->ops = (rs_op *)at[1], g->waits = (uint32_t *)at[2];
         g->doff = (uint32_t *)at[3], g->dpool = (uint64_t *)at[4];
-        memcpy(g->steps, o->steps.v, (size_t)g->nsteps * sizeof *g->steps);
-        memcpy(g->waits, o->waits.v, (size_t)g->nwaits * sizeof *g->waits);
+        /* (a vector that never grew has no memory: nothing to copy from NULL) */
+        if (g->nsteps) memcpy(g->steps, o->steps.v, (size_t)g->nsteps * sizeof *g->steps);
+        if (g->nwaits) memcpy(g->waits, o->waits.v, (size_t)g->nwaits * sizeof *g->waits);
         if (!o->ops_in_block) {
-            memcpy(g->ops, o->ops.v, (size_t)g->nops * sizeof *g->ops);
+            if (g->nops) memcpy(g->ops, o->ops.v, (size_t)g->nops * sizeof *g->ops);
             free(o->ops.v);
         }
         free(o->steps.v);
@@ -2818,7 +2819,7 @@ static void place_program(pl_ctx *c, pl_builder *w, rs_rank_prog *g, prog_out *o
         g->steps = rs_xrealloc(o->steps.v, sz[0]);
         if (o->ops_in_block) { /* (the block stays the plan's, unused) */
             g->ops = rs_xmalloc(sz[1]);
-            memcpy(g->ops, o->ops.v, (size_t)g->nops * sizeof *g->ops);
+            if (g->nops) memcpy(g->ops, o->ops.v, (size_t)g->nops * sizeof *g->ops);
         } else {
             g->ops = rs_xrealloc(o->ops.v, sz[1]);
         }
@@ -2826,8 +2827,8 @@ static void place_program(pl_ctx *c, pl_builder *w, rs_rank_prog *g, prog_out *o
         g->doff = rs_xmalloc(sz[3]);
         g->dpool = rs_xmalloc(sz[4]);
     }
-    memcpy(g->doff, o->g->doff, (size_t)g->ndescs * sizeof *g->doff);
-    memcpy(g->dpool, o->g->dpool, g->dpool_n * sizeof *g->dpool);
+    if (g->ndescs) memcpy(g->doff, o->g->doff, (size_t)g->ndescs * sizeof *g->doff);
+    if (g->dpool_n) memcpy(g->dpool, o->g->dpool, g->dpool_n * sizeof *g->dpool);
 }
 
 /* Rank r's program: its staging layout, messages, waits and resolved ops; its ops while planning go back. */

@@ -36,6 +36,18 @@ typedef struct {
     long cap_mb;                /* address space of this case (0: the run's cap) */
 } lcase;
 
+/* The peak allowed: under AddressSanitizer a quarter more (its shadow and quarantine: the tensor and piece
+ * cases peaked at 180 and 292 MB uninstrumented, at 401 and 604 MB under ASan on 2026-12-02's VM, against
+ * limits of 400 and 600 set when they peaked lower there). */
+static long max_rss_mb(const lcase *c)
+{
+#ifdef RS_ASAN
+    return c->max_rss_mb + c->max_rss_mb / 4;
+#else
+    return c->max_rss_mb;
+#endif
+}
+
 static char *fmt(const char *f, ...)
 {
     va_list ap;
@@ -141,14 +153,14 @@ static void run(lcase *c, long cap_mb)
     const char *e = strstr(out, where);
     int ok = WIFEXITED(st) && WEXITSTATUS(st) == 1 && e && strstr(e, c->message) &&
              strstr(e, c->message) < strchr(e, '\n') && strchr(e, '^') /* the source line and a caret */ &&
-             rss_mb <= c->max_rss_mb;
+             rss_mb <= max_rss_mb(c);
     int elen = e ? (int)(strchr(e, '\n') ? strchr(e, '\n') - e : (ptrdiff_t)strlen(e)) : 0;
     printf("%-22s %s peak %4ld MB  %.*s\n", c->name, ok ? "ok  " : "FAIL", rss_mb, e ? elen : 26,
            e ? e : "(no error at the position)");
     if (!ok) {
         failures++;
         fprintf(stderr, "%s: expected '%s%s' (exit 1, peak <= %ld MB); got exit %s%d, peak %ld MB:\n%s\n", c->name,
-                where, c->message, c->max_rss_mb, WIFEXITED(st) ? "" : "signal ",
+                where, c->message, max_rss_mb(c), WIFEXITED(st) ? "" : "signal ",
                 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), rss_mb, out);
     }
     free(out);

@@ -104,7 +104,7 @@ void *rs_prog_block_alloc(rs_plan *P, rs_prog_cursor *cur, size_t bytes)
     return NULL;
 #else
     if (bytes > SIZE_MAX / 4) return NULL;
-    bytes = (bytes + 63) & ~(size_t)63;
+    bytes = rs_prog_block_room(bytes);
     if (!cur->at || (size_t)(cur->end - cur->at) < bytes) {
         size_t len = bytes + 64 > BLOCK_MIN ? bytes + 64 : BLOCK_MIN;
         len = (len + BLOCK_ALIGN - 1) & ~(BLOCK_ALIGN - 1);
@@ -133,7 +133,7 @@ void *rs_prog_block_alloc(rs_plan *P, rs_prog_cursor *cur, size_t bytes)
 
 void rs_prog_block_shrink(rs_prog_cursor *cur, void *p, size_t bytes)
 {
-    uint8_t *end = (uint8_t *)p + ((bytes + 63) & ~(size_t)63);
+    uint8_t *end = (uint8_t *)p + rs_prog_block_room(bytes);
     rs_assert(end <= cur->at && (uint8_t *)p < cur->end);
     cur->at = end;
 }

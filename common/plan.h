@@ -155,6 +155,8 @@ typedef struct {
  * G compiled 16-22 % slower: docs/planner.md). Safe for two threads with a cursor each. NULL when blocks are not used (AddressSanitizer builds, whose bounds checks need an allocation
  * per array) or the mapping fails: the caller then allocates with malloc. */
 void *rs_prog_block_alloc(rs_plan *P, rs_prog_cursor *cur, size_t bytes);
+/* The room `bytes` take in a block (each allocation starts 64-byte aligned). */
+static inline size_t rs_prog_block_room(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
 /* Cut the cursor's last allocation, at p, to `bytes` (no more than it had): the rest is the cursor's again. */
 void rs_prog_block_shrink(rs_prog_cursor *cur, void *p, size_t bytes);
 /* Move g's arrays out of the blocks into memory of their own, at the same capacities (nothing when they

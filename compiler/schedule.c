@@ -2795,13 +2795,13 @@ static void place_program(pl_ctx *c, pl_builder *w, rs_rank_prog *g, prog_out *o
     }
     size_t rest = 0;
     for (int i = 0; i < 5; i++)
-        if (!at[i]) rest += (sz[i] + 63) & ~(size_t)63;
+        if (!at[i]) rest += rs_prog_block_room(sz[i]);
     uint8_t *b = rs_prog_block_alloc(c->out, &w->cur, rest);
     if (b) {
         for (int i = 0; i < 5; i++)
             if (!at[i]) {
                 at[i] = b;
-                b += (sz[i] + 63) & ~(size_t)63;
+                b += rs_prog_block_room(sz[i]);
             }
         g->steps = (rs_step *)at[0], g->ops = (rs_op *)at[1], g->waits = (uint32_t *)at[2];
         g->doff = (uint32_t *)at[3], g->dpool = (uint64_t *)at[4];

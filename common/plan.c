@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 /* Opcodes are stored as one byte; 0 is never an opcode. */
 #define X(n, v, o, s) _Static_assert((v) > 0 && (v) < 256, "opcode " #n " fits in a byte");
@@ -83,7 +82,7 @@ void rs_plan_free(rs_plan *P)
     }
     for (rs_prog_block *b = P->blocks, *next; b; b = next) {
         next = b->next;
-        munmap(b, b->len);
+        rs_unmap_huge(b, b->len);
     }
     rs_layout_free(&P->layout);
     memset(P, 0, sizeof *P);
@@ -108,15 +107,8 @@ void *rs_prog_block_alloc(rs_plan *P, rs_prog_cursor *cur, size_t bytes)
     if (!cur->at || (size_t)(cur->end - cur->at) < bytes) {
         size_t len = bytes + 64 > BLOCK_MIN ? bytes + 64 : BLOCK_MIN;
         len = (len + BLOCK_ALIGN - 1) & ~(BLOCK_ALIGN - 1);
-        /* mapped one huge page longer, then cut to a huge page boundary at both ends */
-        uint8_t *m = mmap(NULL, len + BLOCK_ALIGN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (m == MAP_FAILED) return NULL;
-        uint8_t *a = (uint8_t *)(((uintptr_t)m + BLOCK_ALIGN - 1) & ~(uintptr_t)(BLOCK_ALIGN - 1));
-        if (a > m) munmap(m, (size_t)(a - m));
-        if (a + len < m + len + BLOCK_ALIGN) munmap(a + len, (size_t)(m + len + BLOCK_ALIGN - (a + len)));
-#ifdef MADV_HUGEPAGE
-        madvise(a, len, MADV_HUGEPAGE); /* a request: without it (THP off, other systems) small pages */
-#endif
+        uint8_t *a = rs_map_huge(len);
+        if (!a) return NULL;
         rs_prog_block *b = (rs_prog_block *)a;
         b->len = len;
         b->next = __atomic_load_n(&P->blocks, __ATOMIC_RELAXED);

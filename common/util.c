@@ -16,6 +16,7 @@
 #include <unistd.h>
 #ifdef __linux__
 #include <sys/auxv.h>
+#include <sys/mman.h>
 #endif
 
 void rs_die_at(const char *file, int line, const char *fmt, ...)
@@ -137,6 +138,38 @@ int rs_errf(char *err, size_t errlen, const char *fmt, ...)
     if (err && errlen) vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
     return -1;
+}
+
+void *rs_map_huge(size_t len)
+{
+#if defined(__linux__) || defined(__APPLE__)
+    const size_t A = (size_t)2 << 20;
+    if (!len || len > SIZE_MAX - 2 * A) return NULL;
+    len = (len + A - 1) & ~(A - 1);
+    /* mapped one huge page longer, then cut to a huge page boundary at both ends */
+    uint8_t *m = mmap(NULL, len + A, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return NULL;
+    uint8_t *a = (uint8_t *)(((uintptr_t)m + A - 1) & ~(uintptr_t)(A - 1));
+    if (a > m) munmap(m, (size_t)(a - m));
+    if (a + len < m + len + A) munmap(a + len, (size_t)(m + len + A - (a + len)));
+#ifdef MADV_HUGEPAGE
+    madvise(a, len, MADV_HUGEPAGE); /* a request: without it (THP off, other systems) small pages */
+#endif
+    return a;
+#else
+    (void)len;
+    return NULL;
+#endif
+}
+
+void rs_unmap_huge(void *p, size_t len)
+{
+#if defined(__linux__) || defined(__APPLE__)
+    const size_t A = (size_t)2 << 20;
+    if (p) munmap(p, (len + A - 1) & ~(A - 1));
+#else
+    (void)p, (void)len;
+#endif
 }
 
 void rs_heap_trim(size_t min_free)

@@ -309,10 +309,13 @@ typedef struct pl_room {
     pl_spop p[];
 } pl_room;
 
+typedef struct pl_blocksrc pl_blocksrc; /* where ranks' blocks come from (schedule.c) */
 typedef struct {
-    rs_vec(void *) blocks;
+    rs_vec(void *) blocks; /* from src */
+    rs_vec(void *) big;    /* rooms larger than a block, malloc'd */
     char *at;
     size_t left;
+    pl_blocksrc *src;
 } pl_popool;
 
 /* Merge state of a step for one (code, row tag, source loc, destination loc): its latest op and the live
@@ -426,6 +429,7 @@ typedef struct pl_ctx {
     pl_u32vec *rank_steps;        /* [world * 2]: per rank and lane, step builder per round */
     uint32_t *local_step;          /* [world] */
     pl_popool *popool;             /* [world] */
+    pl_blocksrc *blocksrc;
     pl_builder bld;                /* the main thread's */
     struct pl_helper *helper;      /* pass 3: the thread building ranks done during the tensor loop, or NULL */
     int helper_tried;              /* whether it was started (or could not be) */

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/mman.h>
+
 #define ALIGN 16u
 static inline uint64_t align_up(uint64_t x) { return (x + ALIGN - 1) & ~(uint64_t)(ALIGN - 1); }
 
@@ -362,21 +364,116 @@ static const uint32_t room_cap[PL_POP_CLASSES] = {
     591136, 768476, 999018, 1298723, 1688339, 2194840, 2853292, 3709279, 4822062, 6268680, 8149284, 10594069,
     13772289, 17903975, 23275167, 30257717, 39335032, 51135541};
 
-/* A rank's blocks: every rank has a last block it has not filled, and with the heap in huge pages those
- * tails are resident (blocks of all ranks lie side by side). With 256 KiB blocks the 2.5 T MoE's 1536 ranks
- * held 1024 MB of blocks for 725 MB of rooms until its last tensor (peak 1694 MB); with 64 KiB, 742 MB
- * (peak 1412 MB); 32 KiB saved little more (740 MB) for twice the mallocs. */
+/* A rank's blocks are POOL_BLOCK bytes from mappings of the planner's own (huge pages), not from the heap:
+ * every rank has a last block it has not filled, and in huge pages all of it is resident (blocks of all ranks
+ * lie side by side), so blocks are small: with 256 KiB ones the 2.5 T MoE's 1536 ranks held 1024 MB of
+ * blocks for 725 MB of rooms until its last tensor, with 64 KiB 742 MB. Blocks a built rank gives back are
+ * taken again by the ranks still planned; once no tensor is left (pl_finalize) they go back to the system
+ * at once (as malloc'd blocks they went back only when a heap trim found them, and the peak moved with the
+ * heap's layout: the 2.5 T MoE 1.38-1.84 GB). Rooms larger than a block are malloc'd. Under
+ * AddressSanitizer every block is malloc'd (its bounds and leak checks). */
 #define POOL_BLOCK ((size_t)64 << 10)
+#define POOL_MAP ((size_t)32 << 20)
+
+struct pl_blocksrc {
+    pthread_mutex_t mu;
+    rs_vec(void *) maps;
+    char *at, *end; /* the newest mapping's blocks not handed out yet */
+    void *free;     /* blocks given back, linked through their first word */
+    int closed;     /* no tensor is left: blocks given back are also given to the system */
+};
+
+static pl_blocksrc *blocksrc_new(void)
+{
+    pl_blocksrc *s = rs_xcalloc(1, sizeof *s);
+    pthread_mutex_init(&s->mu, NULL);
+    return s;
+}
+
+static void *block_get(pl_blocksrc *s)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    (void)s;
+    return rs_xmalloc(POOL_BLOCK);
+#else
+    pthread_mutex_lock(&s->mu);
+    void *b = s->free;
+    if (b) {
+        s->free = *(void **)b;
+    } else {
+        if (s->at == s->end) {
+            s->at = rs_map_huge(POOL_MAP);
+            if (!s->at) rs_die("out of memory (%zu bytes)", POOL_MAP);
+            s->end = s->at + POOL_MAP;
+            rs_vec_push(&s->maps, (void *)s->at);
+        }
+        b = s->at;
+        s->at += POOL_BLOCK;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return b;
+#endif
+}
+
+static void blocks_put(pl_blocksrc *s, void **v, size_t n)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    (void)s;
+    for (size_t i = 0; i < n; i++) free(v[i]);
+#else
+    /* (closed is set before the threads that build the last ranks start, and the helper has stopped) */
+    if (s->closed)
+        for (size_t i = 0; i < n; i++) madvise(v[i], POOL_BLOCK, MADV_DONTNEED);
+    pthread_mutex_lock(&s->mu);
+    for (size_t i = 0; i < n; i++) {
+        *(void **)v[i] = s->free;
+        s->free = v[i];
+    }
+    pthread_mutex_unlock(&s->mu);
+#endif
+}
+
+/* No tensor is left: blocks given back from now on, and those given back before, go to the system. */
+static void blocksrc_close(pl_blocksrc *s)
+{
+    if (!s || s->closed) return;
+    s->closed = 1;
+#if !defined(__SANITIZE_ADDRESS__)
+    /* (no other thread runs here: the helper has stopped, the last ranks' builders have not started) */
+    void *b = s->free;
+    s->free = NULL;
+    while (b) {
+        void *next = *(void **)b;
+        madvise(b, POOL_BLOCK, MADV_DONTNEED); /* (zeroes the link) */
+        *(void **)b = s->free;
+        s->free = b;
+        b = next;
+    }
+#endif
+}
+
+static void blocksrc_free(pl_blocksrc *s)
+{
+    if (!s) return;
+    for (size_t i = 0; i < s->maps.n; i++) rs_unmap_huge(s->maps.v[i], POOL_MAP);
+    rs_vec_free(&s->maps);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
 
 /* Room of `bytes` from the rank's blocks. */
 static void *pool_carve(pl_popool *pool, size_t bytes)
 {
     bytes = (bytes + 7) & ~(size_t)7; /* (ops hold 64-bit fields) */
+    if (bytes > POOL_BLOCK) {
+        void *v = rs_xmalloc(bytes);
+        rs_vec_push(&pool->big, v);
+        return v;
+    }
     if (bytes > pool->left) {
-        size_t bsz = bytes > POOL_BLOCK ? bytes : POOL_BLOCK;
-        pool->at = rs_xmalloc(bsz);
-        pool->left = bsz;
-        rs_vec_push(&pool->blocks, pool->at);
+        pool->at = block_get(pool->src);
+        pool->left = POOL_BLOCK;
+        rs_vec_push(&pool->blocks, (void *)pool->at);
     }
     void *v = pool->at;
     pool->at += bytes;
@@ -441,9 +538,13 @@ static pl_spop *pop_next(pop_it *it)
 /* The rank's steps are resolved: every room goes back at once. */
 static void popool_release(pl_popool *pool)
 {
-    for (size_t i = 0; i < pool->blocks.n; i++) free(pool->blocks.v[i]);
+    if (pool->blocks.n) blocks_put(pool->src, pool->blocks.v, pool->blocks.n);
+    for (size_t i = 0; i < pool->big.n; i++) free(pool->big.v[i]);
     rs_vec_free(&pool->blocks);
+    rs_vec_free(&pool->big);
+    pl_blocksrc *src = pool->src;
     memset(pool, 0, sizeof *pool);
+    pool->src = src;
 }
 
 static void pops_drop(pl_stepb *b)
@@ -2192,6 +2293,8 @@ void pl_after_pass2(pl_ctx *c)
     for (uint32_t r = 0; r < c->world; r++) c->local_step[r] = RS_NONE;
     c->usage = rs_xcalloc(c->world, sizeof *c->usage);
     c->popool = rs_xcalloc(c->world, sizeof *c->popool);
+    c->blocksrc = blocksrc_new();
+    for (uint32_t r = 0; r < c->world; r++) c->popool[r].src = c->blocksrc;
     done_order_init(c);
     seg_precreate(c);
 }
@@ -3326,6 +3429,7 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
     /* (each rank's steps close their merges as it is built: a pass over every step builder here only
      * read them all from memory once more) */
     helper_stop(c);
+    blocksrc_close(c->blocksrc);
     free_pass_state(c);
     c->st->rounds = c->nrounds;
     for (uint32_t r = 0; r < c->world; r++)
@@ -3381,6 +3485,8 @@ void pl_schedule_free(pl_ctx *c)
         for (uint32_t r = 0; r < c->world; r++) popool_release(&c->popool[r]);
     free(c->popool);
     c->popool = NULL;
+    blocksrc_free(c->blocksrc);
+    c->blocksrc = NULL;
     builder_free(&c->bld);
     for (size_t i = 0; i < c->steps.n; i++) {
         pops_drop(&c->steps.v[i]);

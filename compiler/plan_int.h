@@ -271,13 +271,13 @@ static inline const uint64_t *pl_pstr_c(const pl_pop *p, int side) { return p->s
 /* An op as a step keeps it: the wide op's fields, with its dims in the op when both sides have PL_PI dims
  * together and stride 1 innermost (descriptors do: only the outer strides are kept), else in a wide record
  * carved from the rank's blocks. Ops are most of pass 3's memory (the 2.5 T MoE: 5.9 M ops held at once),
- * and all but a few thousand of them have 2 or 4 dims: 80 bytes, not 152. */
+ * and most of them have 2 or 4 dims: 80 bytes, not 152. A wide record holds the op's strides (only the
+ * outer ones when both sides' innermost is 1: PL_EXT_OUTER in ext), then its counts, then its dl, as many
+ * as it has dims (the 2.5 T MoE's stacked experts: 1.75 M ops of 5 or 6 dims, 56 or 72 bytes each instead
+ * of a fixed 112). ext holds the record's size in 8-byte words, so a record the op outgrows is replaced. */
 #define PL_PI 4
-typedef struct {
-    uint32_t cnt[PL_PT];
-    uint64_t str[PL_PT];
-    int16_t dl[PL_PD];
-} pl_pdims;
+#define PL_EXT_OUTER 0x80
+#define PL_EXT_WORDS 0x7f
 typedef struct {
     uint64_t off[2];
     union {
@@ -286,14 +286,14 @@ typedef struct {
             uint32_t cnt[PL_PI];
             int16_t dl[PL_PI];
         } in;
-        pl_pdims *ext; /* when ext is set */
+        uint8_t *ext; /* when ext is set */
     } d;
     uint32_t loc[2];
     uint32_t tensor;
     int32_t item;
     uint8_t code, dead, sym;
     uint8_t nd[2];
-    uint8_t ext; /* the dims are in d.ext */
+    uint8_t ext; /* 0: the dims are in d.in; else in d.ext, of (ext & PL_EXT_WORDS) words */
 } pl_spop;
 
 /* The ops of one step while planning: a chain of rooms of 1, 1, 1, 2, 2, 2, 3, 4, 5, 6, 7, 9, ... ops (then

@@ -560,6 +560,11 @@ static int pop_fits(const pl_pop *w)
     return n <= PL_PI && n0 && n > n0 && w->str[n0 - 1] == 1 && w->str[n - 1] == 1;
 }
 
+/* RESHARD_CHECK_WIDE (tests): every op keeps its dims in a wide record, with every stride, so that the
+ * record's general layout (an innermost stride other than 1; no descriptor has one) is exercised; the plans
+ * must not change. Set by pl_after_pass2, before any op is stored or any helper thread starts. */
+static int wide_only;
+
 /* The fields the wide and the narrow form share, from s to d. */
 #define POP_HEAD(d, s)                                                                             \
     do {                                                                                           \
@@ -575,9 +580,18 @@ static void pop_load(pl_pop *w, const pl_spop *s)
 {
     POP_HEAD(w, s);
     if (s->ext) {
-        memcpy(w->cnt, s->d.ext->cnt, sizeof w->cnt);
-        memcpy(w->str, s->d.ext->str, sizeof w->str);
-        memcpy(w->dl, s->d.ext->dl, sizeof w->dl);
+        const uint8_t *e = s->d.ext;
+        uint32_t n0 = s->nd[0], n = n0 + s->nd[1], ns = n;
+        if (s->ext & PL_EXT_OUTER) {
+            ns = 0;
+            for (uint32_t i = 0; i < n; i++)
+                if (i == n0 - 1 || i == n - 1) w->str[i] = 1;
+                else memcpy(&w->str[i], e + 8 * ns++, 8);
+        } else {
+            memcpy(w->str, e, 8 * (size_t)n);
+        }
+        memcpy(w->cnt, e + 8 * ns, 4 * (size_t)n);
+        memcpy(w->dl, e + 8 * ns + 4 * n, sizeof w->dl);
         return;
     }
     memcpy(w->cnt, s->d.in.cnt, sizeof s->d.in.cnt);
@@ -598,9 +612,10 @@ static void pop_load(pl_pop *w, const pl_spop *s)
  * already keeps its dims outside reuses that record. */
 static void pop_store(pl_popool *pool, pl_spop *s, const pl_pop *w, int fresh)
 {
-    pl_pdims *e = !fresh && s->ext ? s->d.ext : NULL;
+    uint8_t *e = !fresh && s->ext ? s->d.ext : NULL;
+    uint32_t have = e ? s->ext & PL_EXT_WORDS : 0;
     POP_HEAD(s, w);
-    if (!e && pop_fits(w)) {
+    if (!e && !wide_only && pop_fits(w)) {
         s->ext = 0;
         memcpy(s->d.in.cnt, w->cnt, sizeof s->d.in.cnt);
         memcpy(s->d.in.dl, w->dl, sizeof s->d.in.dl);
@@ -609,12 +624,16 @@ static void pop_store(pl_popool *pool, pl_spop *s, const pl_pop *w, int fresh)
             if (i != n0 - 1 && i != n - 1) s->d.in.str[k++] = w->str[i];
         return;
     }
-    if (!e) e = pool_carve(pool, sizeof *e);
-    memcpy(e->cnt, w->cnt, sizeof e->cnt);
-    memcpy(e->str, w->str, sizeof e->str);
-    memcpy(e->dl, w->dl, sizeof e->dl);
+    uint32_t n0 = w->nd[0], n = n0 + w->nd[1], ns = 0;
+    int outer = !wide_only && n0 && n > n0 && w->str[n0 - 1] == 1 && w->str[n - 1] == 1;
+    uint32_t words = ((outer ? n - 2 : n) * 8 + n * 4 + (uint32_t)sizeof w->dl + 7) / 8;
+    if (words > have) e = pool_carve(pool, 8 * (size_t)words), have = words;
+    for (uint32_t i = 0; i < n; i++)
+        if (!outer || (i != n0 - 1 && i != n - 1)) memcpy(e + 8 * ns++, &w->str[i], 8);
+    memcpy(e + 8 * ns, w->cnt, 4 * (size_t)n);
+    memcpy(e + 8 * ns + 4 * n, w->dl, sizeof w->dl);
     s->d.ext = e;
-    s->ext = 1;
+    s->ext = (uint8_t)(have | (outer ? PL_EXT_OUTER : 0));
 }
 
 /* Make x part of stored op ys if it can (extend). */
@@ -2294,6 +2313,7 @@ void pl_after_pass2(pl_ctx *c)
     c->usage = rs_xcalloc(c->world, sizeof *c->usage);
     c->popool = rs_xcalloc(c->world, sizeof *c->popool);
     c->blocksrc = blocksrc_new();
+    wide_only = getenv("RESHARD_CHECK_WIDE") != NULL;
     for (uint32_t r = 0; r < c->world; r++) c->popool[r].src = c->blocksrc;
     done_order_init(c);
     seg_precreate(c);

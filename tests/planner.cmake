@@ -12,6 +12,9 @@
 #   planner_fine_whole   runs of a grouped part's fine boxes taken whole (schedule.c, group_whole) against
 #                        their visits one by one (RESHARD_CHECK_FINE=1: any difference aborts), 1500 layouts
 #                        and full-size DeepSeek-V3 (B: 6.7 M fine boxes, relays)
+#   planner_wide         every op kept in a wide record with all its strides (RESHARD_CHECK_WIDE=1, the
+#                        general layout no descriptor needs), 600 layouts; planner_wide_b: the scaled
+#                        DeepSeek-V3 (stacked experts: 5- and 6-dim ops) byte-identical with and without
 # A failing random case prints its seed; rerun it with `test_planner prop 1 SEED`.
 set(RS_PLANNER_TEST_DIR ${CMAKE_CURRENT_SOURCE_DIR}/planner)
 add_executable(test_planner ${RS_PLANNER_TEST_DIR}/test_planner.c ${RS_PLANNER_TEST_DIR}/lb.c
@@ -46,8 +49,16 @@ add_test(NAME planner_fine_whole COMMAND test_planner prop 1500 300001)
 add_test(NAME planner_fine_whole_b COMMAND reshardc ${PROJECT_SOURCE_DIR}/examples/deepseek-v3-h100.layout
                                            -o ${CMAKE_CURRENT_BINARY_DIR}/fine_whole_b.plan --quiet)
 set_tests_properties(planner_fine_whole planner_fine_whole_b PROPERTIES ENVIRONMENT RESHARD_CHECK_FINE=1)
+add_test(NAME planner_wide COMMAND test_planner prop 600 400001)
+set_tests_properties(planner_wide PROPERTIES ENVIRONMENT RESHARD_CHECK_WIDE=1)
+add_test(NAME planner_wide_b COMMAND sh -c
+         "set -e; a=$(sed -n 's/^# replay-args://p' \"$1\"); \"$0\" \"$1\" $a -D STACK=1 -o \"$2.narrow\" --quiet; \
+          RESHARD_CHECK_WIDE=1 \"$0\" \"$1\" $a -D STACK=1 -o \"$2.wide\" --quiet; cmp \"$2.narrow\" \"$2.wide\""
+         $<TARGET_FILE:reshardc> ${PROJECT_SOURCE_DIR}/examples/deepseek-v3-h100.layout
+         ${CMAKE_CURRENT_BINARY_DIR}/planner_wide_b)
 set_tests_properties(planner_unit planner_prop planner_prop_threads planner_mutate planner_determinism planner_blocks planner_bound planner_verify_work
-                     planner_fanout_spill planner_spill_halves planner_fine_whole planner_fine_whole_b PROPERTIES LABELS planner)
+                     planner_fanout_spill planner_spill_halves planner_fine_whole planner_fine_whole_b planner_wide
+                     planner_wide_b PROPERTIES LABELS planner)
 
 # Golden dumps of small layouts (tests/golden/NAME.layout -> tests/golden/NAME.dump): compile, verify,
 # `reshardc dump`, compare. Refresh after an intended planner change with ONE command, then review:

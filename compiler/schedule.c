@@ -367,20 +367,25 @@ static const uint32_t room_cap[PL_POP_CLASSES] = {
 /* A rank's blocks are POOL_BLOCK bytes from mappings of the planner's own (huge pages), not from the heap:
  * every rank has a last block it has not filled, and in huge pages all of it is resident (blocks of all ranks
  * lie side by side), so blocks are small: with 256 KiB ones the 2.5 T MoE's 1536 ranks held 1024 MB of
- * blocks for 725 MB of rooms until its last tensor, with 64 KiB 742 MB. Blocks a built rank gives back are
- * taken again by the ranks still planned; once no tensor is left (pl_finalize) they go back to the system
- * at once (as malloc'd blocks they went back only when a heap trim found them, and the peak moved with the
- * heap's layout: the 2.5 T MoE 1.38-1.84 GB). Rooms larger than a block are malloc'd. Under
- * AddressSanitizer every block is malloc'd (its bounds and leak checks). */
+ * blocks for 725 MB of rooms until its last tensor, with 64 KiB 742 MB. A built rank's blocks go back: up
+ * to POOL_HOT of them stay resident for the ranks still planned, the others (and all once no tensor is left)
+ * are handed to the system (madvise) and faulted in again if taken. As malloc'd blocks they went back only
+ * when a heap trim found them, so the peak moved with the heap's layout (the 2.5 T MoE 1.38-1.84 GB); kept
+ * all resident, the 2.5 T MoE's peak held 707 MB of free blocks (its ranks are built during the tensor loop).
+ * Rooms larger than a block are malloc'd. Under AddressSanitizer every block is malloc'd (its bounds and
+ * leak checks). */
 #define POOL_BLOCK ((size_t)64 << 10)
 #define POOL_MAP ((size_t)32 << 20)
+#define POOL_HOT 512 /* blocks: 32 MiB */
 
 struct pl_blocksrc {
     pthread_mutex_t mu;
     rs_vec(void *) maps;
     char *at, *end; /* the newest mapping's blocks not handed out yet */
-    void *free;     /* blocks given back, linked through their first word */
-    int closed;     /* no tensor is left: blocks given back are also given to the system */
+    void *hot;      /* blocks given back and resident, linked through their first word */
+    void *cold;     /* blocks given back to the system too (still mapped) */
+    uint32_t nhot;
+    int closed;     /* no tensor is left: no block stays resident */
 };
 
 static pl_blocksrc *blocksrc_new(void)
@@ -397,9 +402,14 @@ static void *block_get(pl_blocksrc *s)
     return rs_xmalloc(POOL_BLOCK);
 #else
     pthread_mutex_lock(&s->mu);
-    void *b = s->free;
-    if (b) {
-        s->free = *(void **)b;
+    void *b;
+    if (s->hot) {
+        b = s->hot;
+        s->hot = *(void **)b;
+        s->nhot--;
+    } else if (s->cold) {
+        b = s->cold;
+        s->cold = *(void **)b;
     } else {
         if (s->at == s->end) {
             s->at = rs_map_huge(POOL_MAP);
@@ -415,41 +425,48 @@ static void *block_get(pl_blocksrc *s)
 #endif
 }
 
+#if !defined(__SANITIZE_ADDRESS__)
+static void push_block(void **list, void *b)
+{
+    *(void **)b = *list;
+    *list = b;
+}
+#endif
+
 static void blocks_put(pl_blocksrc *s, void **v, size_t n)
 {
 #if defined(__SANITIZE_ADDRESS__)
     (void)s;
     for (size_t i = 0; i < n; i++) free(v[i]);
 #else
-    /* (closed is set before the threads that build the last ranks start, and the helper has stopped) */
-    if (s->closed)
-        for (size_t i = 0; i < n; i++) madvise(v[i], POOL_BLOCK, MADV_DONTNEED);
+    size_t i = 0;
     pthread_mutex_lock(&s->mu);
-    for (size_t i = 0; i < n; i++) {
-        *(void **)v[i] = s->free;
-        s->free = v[i];
-    }
+    for (; i < n && !s->closed && s->nhot < POOL_HOT; i++, s->nhot++) push_block(&s->hot, v[i]);
+    pthread_mutex_unlock(&s->mu);
+    if (i == n) return;
+    for (size_t j = i; j < n; j++) madvise(v[j], POOL_BLOCK, MADV_DONTNEED);
+    pthread_mutex_lock(&s->mu);
+    for (; i < n; i++) push_block(&s->cold, v[i]);
     pthread_mutex_unlock(&s->mu);
 #endif
 }
 
-/* No tensor is left: blocks given back from now on, and those given back before, go to the system. */
+/* No tensor is left: the resident blocks given back go to the system, and so will every block from now on. */
 static void blocksrc_close(pl_blocksrc *s)
 {
-    if (!s || s->closed) return;
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
     s->closed = 1;
 #if !defined(__SANITIZE_ADDRESS__)
-    /* (no other thread runs here: the helper has stopped, the last ranks' builders have not started) */
-    void *b = s->free;
-    s->free = NULL;
-    while (b) {
-        void *next = *(void **)b;
-        madvise(b, POOL_BLOCK, MADV_DONTNEED); /* (zeroes the link) */
-        *(void **)b = s->free;
-        s->free = b;
-        b = next;
+    while (s->hot) {
+        void *b = s->hot;
+        s->hot = *(void **)b;
+        madvise(b, POOL_BLOCK, MADV_DONTNEED); /* (zeroes the link, read before) */
+        push_block(&s->cold, b);
     }
+    s->nhot = 0;
 #endif
+    pthread_mutex_unlock(&s->mu);
 }
 
 static void blocksrc_free(pl_blocksrc *s)

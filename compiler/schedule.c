@@ -371,7 +371,8 @@ static const uint32_t room_cap[PL_POP_CLASSES] = {
  * to POOL_HOT of them stay resident for the ranks still planned, the others (and all once no tensor is left)
  * are handed to the system (madvise) and faulted in again if taken. As malloc'd blocks they went back only
  * when a heap trim found them, so the peak moved with the heap's layout (the 2.5 T MoE 1.38-1.84 GB); kept
- * all resident, the 2.5 T MoE's peak held 707 MB of free blocks (its ranks are built during the tensor loop).
+ * resident until pl_finalize, the 2.5 T MoE's peak held 707 MB of free blocks (all its ranks are built as
+ * its last tensors are done, before pl_finalize).
  * Rooms larger than a block are malloc'd. Under AddressSanitizer every block is malloc'd (its bounds and
  * leak checks). */
 #define POOL_BLOCK ((size_t)64 << 10)

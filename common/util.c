@@ -16,8 +16,8 @@
 #include <unistd.h>
 #ifdef __linux__
 #include <sys/auxv.h>
-#include <sys/mman.h>
 #endif
+#include <sys/mman.h>
 
 void rs_die_at(const char *file, int line, const char *fmt, ...)
 {
@@ -142,7 +142,6 @@ int rs_errf(char *err, size_t errlen, const char *fmt, ...)
 
 void *rs_map_huge(size_t len)
 {
-#if defined(__linux__) || defined(__APPLE__)
     const size_t A = (size_t)2 << 20;
     if (!len || len > SIZE_MAX - 2 * A) return NULL;
     len = (len + A - 1) & ~(A - 1);
@@ -156,20 +155,12 @@ void *rs_map_huge(size_t len)
     madvise(a, len, MADV_HUGEPAGE); /* a request: without it (THP off, other systems) small pages */
 #endif
     return a;
-#else
-    (void)len;
-    return NULL;
-#endif
 }
 
 void rs_unmap_huge(void *p, size_t len)
 {
-#if defined(__linux__) || defined(__APPLE__)
     const size_t A = (size_t)2 << 20;
     if (p) munmap(p, (len + A - 1) & ~(A - 1));
-#else
-    (void)p, (void)len;
-#endif
 }
 
 void rs_heap_trim(size_t min_free)

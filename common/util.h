@@ -38,8 +38,8 @@ void rs_reexec_huge_heap(char **argv);
  * them it costs more than the trim). */
 void rs_heap_trim(size_t min_free);
 /* An anonymous read-write mapping of len bytes (rounded up to 2 MiB), 2 MiB aligned and advised into
- * transparent huge pages where the system has them; NULL when it cannot be made (or len is 0). Give it
- * back with rs_unmap_huge(p, the same len). */
+ * transparent huge pages where the system has them; NULL when mmap fails (out of memory) or len is 0. Give
+ * it back with rs_unmap_huge(p, the same len). */
 void *rs_map_huge(size_t len);
 void rs_unmap_huge(void *p, size_t len);
 

@@ -571,12 +571,15 @@ static void pops_drop(pl_stepb *b)
     b->nops = b->last_base = 0;
 }
 
-/* Does wide op w keep its dims in the op itself as stored? */
-static int pop_fits(const pl_pop *w)
+/* Has wide op w a dim on each side, both with stride 1 innermost (so only its outer strides are kept)? */
+static int pop_inner1(const pl_pop *w)
 {
     uint32_t n0 = w->nd[0], n = n0 + w->nd[1];
-    return n <= PL_PI && n0 && n > n0 && w->str[n0 - 1] == 1 && w->str[n - 1] == 1;
+    return n0 && n > n0 && w->str[n0 - 1] == 1 && w->str[n - 1] == 1;
 }
+
+/* Does wide op w keep its dims in the op itself as stored? */
+static int pop_fits(const pl_pop *w) { return (uint32_t)w->nd[0] + w->nd[1] <= PL_PI && pop_inner1(w); }
 
 /* RESHARD_CHECK_WIDE (tests): every op keeps its dims in a wide record, with every stride, so that the
  * record's general layout (an innermost stride other than 1; no descriptor has one) is exercised; the plans
@@ -643,7 +646,7 @@ static void pop_store(pl_popool *pool, pl_spop *s, const pl_pop *w, int fresh)
         return;
     }
     uint32_t n0 = w->nd[0], n = n0 + w->nd[1], ns = 0;
-    int outer = !wide_only && n0 && n > n0 && w->str[n0 - 1] == 1 && w->str[n - 1] == 1;
+    int outer = !wide_only && pop_inner1(w);
     uint32_t words = ((outer ? n - 2 : n) * 8 + n * 4 + (uint32_t)sizeof w->dl + 7) / 8;
     if (words > have) e = pool_carve(pool, 8 * (size_t)words), have = words;
     for (uint32_t i = 0; i < n; i++)

@@ -316,6 +316,7 @@ typedef struct {
     char *at;
     size_t left;
     pl_blocksrc *src;
+    uint8_t lock; /* held while carving when two threads carve (schedule.c, the op adder) */
 } pl_popool;
 
 /* Merge state of a step for one (code, row tag, source loc, destination loc): its latest op and the live
@@ -432,6 +433,7 @@ typedef struct pl_ctx {
     pl_blocksrc *blocksrc;
     pl_builder bld;                /* the main thread's */
     struct pl_helper *helper;      /* pass 3: the thread building ranks done during the tensor loop, or NULL */
+    struct pl_adder *adder;        /* pass 3: the thread adding the ops made to their steps, or NULL */
     int helper_tried;              /* whether it was started (or could not be) */
 
     /* programs built during pass 3: a rank's program is built (and its ops freed) as soon as the last

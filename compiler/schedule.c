@@ -91,12 +91,16 @@ static uint32_t sender_window(pl_ctx *c, uint32_t s, uint32_t unit)
 /* ---- step builders ---- */
 
 static void helper_sync(pl_ctx *c);
+static void adder_sync(pl_ctx *c);
 
 /* Before a push of `more` onto a vector the helper reads (steps, segments, forwarded copies) moves it: the
  * helper first finishes what it was given (a doubling, so a few times a plan). */
 static inline void helper_grow_guard(pl_ctx *c, size_t n, size_t cap, size_t more)
 {
-    if (c->helper && n + more > cap) helper_sync(c);
+    if (n + more > cap) {
+        if (c->helper) helper_sync(c);
+        if (c->adder) adder_sync(c); /* (it writes step builders) */
+    }
 }
 
 static uint32_t sb_get(pl_ctx *c, uint32_t rank, uint8_t lane, int32_t round)
@@ -392,6 +396,8 @@ struct pl_blocksrc {
                           * fault a page of each in again) */
     uint32_t nhot;
     int closed;     /* no tensor is left: no block stays resident */
+    int shared;     /* the op adder runs: pools are carved under their locks (set before it starts, cleared
+                     * once it is gone; the helper may be carving from the pools of ranks it builds) */
 };
 
 static pl_blocksrc *blocksrc_new(void)
@@ -526,20 +532,28 @@ static void blocksrc_free(pl_blocksrc *s)
 /* Room of `bytes` from the rank's blocks. */
 static void *pool_carve(pl_popool *pool, size_t bytes)
 {
+    /* with the op adder running, its thread and the tensor loop's carve from the same ranks' pools (ops
+     * and merge tables there, item lists here) */
+    int two = __atomic_load_n(&pool->src->shared, __ATOMIC_RELAXED);
+    if (two)
+        while (__atomic_test_and_set(&pool->lock, __ATOMIC_ACQUIRE))
+            ;
     bytes = (bytes + 7) & ~(size_t)7; /* (ops hold 64-bit fields) */
+    void *v;
     if (bytes > POOL_BLOCK) {
-        void *v = rs_xmalloc(bytes);
+        v = rs_xmalloc(bytes);
         rs_vec_push(&pool->big, v);
-        return v;
+    } else {
+        if (bytes > pool->left) {
+            pool->at = block_get(pool->src);
+            pool->left = POOL_BLOCK;
+            rs_vec_push(&pool->blocks, (void *)pool->at);
+        }
+        v = pool->at;
+        pool->at += bytes;
+        pool->left -= bytes;
     }
-    if (bytes > pool->left) {
-        pool->at = block_get(pool->src);
-        pool->left = POOL_BLOCK;
-        rs_vec_push(&pool->blocks, (void *)pool->at);
-    }
-    void *v = pool->at;
-    pool->at += bytes;
-    pool->left -= bytes;
+    if (two) __atomic_clear(&pool->lock, __ATOMIC_RELEASE);
     return v;
 }
 
@@ -753,6 +767,138 @@ static void close_step_merges(pl_ctx *c, pl_stepb *b)
     b->mcap = b->mn = 0;
 }
 
+/* ---- the op adder ---- */
+
+/* On two threads, the ops pass 3 makes go to their steps (add_pop: merging, the wide form stored narrow) on
+ * a thread of their own, in the order they are made, in batches: on the 2.5 T MoE every rank takes part in
+ * its last two tensors, so no rank is built during the tensor loop and the helper thread has nothing to do
+ * there, while add_pop is two fifths of the loop's instructions. Each step gets its ops in the same order
+ * as on one thread, so the plan is the same. The adder writes only the ops, merge state and rooms of the
+ * steps it is given (pl_stepb's pcls, first, last, nops, last_base, mt, mcap, mn, hot, hot_at) and carves from
+ * their ranks' pools, which the loop carves item lists from too: while it runs, pools are carved under a lock
+ * each. What must see the ops, or moves the step builders, waits for it (adder_sync): building ranks, a
+ * growth of the step builders' vector (helper_grow_guard), the last tensor. */
+#define ADD_BATCH 256
+#define ADD_RING 8
+typedef struct {
+    uint32_t sbid, tag;
+    pl_pop x;
+} add_ent;
+
+typedef struct pl_adder {
+    pl_ctx *c;
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t work, room;
+    add_ent *ring;             /* ADD_RING batches of ADD_BATCH */
+    uint32_t nfill[ADD_RING];  /* the entries of each handed-over batch */
+    uint64_t head, tail;       /* batches handed over and not yet done: [head, tail) (mod ADD_RING) */
+    uint32_t n;                /* entries in the batch being filled, slot tail % ADD_RING */
+    int stop;
+} pl_adder;
+
+static void *adder_main(void *arg)
+{
+    pl_adder *a = arg;
+    pthread_mutex_lock(&a->mu);
+    for (;;) {
+        while (a->head == a->tail && !a->stop) pthread_cond_wait(&a->work, &a->mu);
+        if (a->head == a->tail) break;
+        const add_ent *e = a->ring + (a->head % ADD_RING) * ADD_BATCH;
+        uint32_t n = a->nfill[a->head % ADD_RING];
+        pthread_mutex_unlock(&a->mu);
+        for (uint32_t i = 0; i < n; i++) add_pop(a->c, e[i].sbid, &e[i].x, e[i].tag);
+        pthread_mutex_lock(&a->mu);
+        a->head++;
+        pthread_cond_signal(&a->room);
+    }
+    pthread_mutex_unlock(&a->mu);
+    return NULL;
+}
+
+/* Hand the batch being filled over (waits while every slot is taken). */
+static void adder_hand(pl_adder *a)
+{
+    pthread_mutex_lock(&a->mu);
+    a->nfill[a->tail % ADD_RING] = a->n;
+    a->tail++;
+    a->n = 0;
+    pthread_cond_signal(&a->work);
+    while (a->tail - a->head >= ADD_RING) pthread_cond_wait(&a->room, &a->mu);
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* Every op made so far is in its step. */
+static void adder_sync(pl_ctx *c)
+{
+    pl_adder *a = c->adder;
+    if (!a) return;
+    if (a->n) adder_hand(a);
+    pthread_mutex_lock(&a->mu);
+    while (a->head != a->tail) pthread_cond_wait(&a->room, &a->mu);
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* Start the adder (pass 3) when the plan is worth a second thread; nothing when it cannot be started. */
+#define PL_ADDER_MIN_PARTS 4096
+static void adder_start(pl_ctx *c)
+{
+    if (rs_threads(c->pflow.n, PL_ADDER_MIN_PARTS) < 2) return;
+    pl_adder *a = rs_xcalloc(1, sizeof *a);
+    a->c = c;
+    a->ring = rs_xmalloc((size_t)ADD_RING * ADD_BATCH * sizeof *a->ring);
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->work, NULL);
+    pthread_cond_init(&a->room, NULL);
+    /* (atomic: the helper, building ranks, carves from theirs, alone, locked or not) */
+    __atomic_store_n(&c->blocksrc->shared, 1, __ATOMIC_RELAXED);
+    if (rs_thread_start(&a->th, adder_main, a)) {
+        __atomic_store_n(&c->blocksrc->shared, 0, __ATOMIC_RELAXED);
+        pthread_mutex_destroy(&a->mu);
+        pthread_cond_destroy(&a->work);
+        pthread_cond_destroy(&a->room);
+        free(a->ring);
+        free(a);
+        return;
+    }
+    c->adder = a;
+}
+
+/* Let the adder finish what it was given and go (a no-op without one). */
+static void adder_stop(pl_ctx *c)
+{
+    pl_adder *a = c->adder;
+    if (!a) return;
+    if (a->n) adder_hand(a);
+    pthread_mutex_lock(&a->mu);
+    a->stop = 1;
+    pthread_cond_signal(&a->work);
+    pthread_mutex_unlock(&a->mu);
+    pthread_join(a->th, NULL);
+    __atomic_store_n(&c->blocksrc->shared, 0, __ATOMIC_RELAXED);
+    pthread_mutex_destroy(&a->mu);
+    pthread_cond_destroy(&a->work);
+    pthread_cond_destroy(&a->room);
+    free(a->ring);
+    free(a);
+    c->adder = NULL;
+}
+
+/* add_pop, on the adder when it runs. */
+static void pop_add(pl_ctx *c, uint32_t sbid, const pl_pop *x, uint32_t lane_tag)
+{
+    pl_adder *a = c->adder;
+    if (!a) {
+        add_pop(c, sbid, x, lane_tag);
+        return;
+    }
+    add_ent *e = a->ring + (a->tail % ADD_RING) * ADD_BATCH + a->n++;
+    e->sbid = sbid;
+    e->tag = lane_tag;
+    e->x = *x;
+    if (a->n == ADD_BATCH) adder_hand(a);
+}
+
 /* ---- segments ---- */
 
 /* A step's out and in lists hold about one item each (2.7 M segments over 2.5 M step builders on the 2.5 T
@@ -944,7 +1090,7 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
          * other side's folded dims always cut. */
         rs_assert(!c->bind_mb || !(E->sm->mbytes || E->dm->mbytes) ||
                   pop_group_ok(&x, pl_loc_mbytes(c, p->r, E->sloc), pl_loc_mbytes(c, p->r, E->dloc)));
-        add_pop(c, sb_get(c, p->r, RS_LANE_NVL, -1), &x, 0);
+        pop_add(c, sb_get(c, p->r, RS_LANE_NVL, -1), &x, 0);
         return 0;
     }
     uint32_t w = E->win;
@@ -1065,10 +1211,10 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
                 z.nd[0]--;
                 z.off[1] = y + r * inner;
                 pl_pcnt(&z, 1)[0] = (uint32_t)inner;
-                add_pop(c, sbid, &z, (uint32_t)r + 1);
+                pop_add(c, sbid, &z, (uint32_t)r + 1);
             }
         } else {
-            add_pop(c, sbid, &x, 0);
+            pop_add(c, sbid, &x, 0);
         }
     }
     if (zc_dst) {
@@ -1081,7 +1227,7 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
         x.code = RS_OP_UNPACK;
         set_staging(&x, 0, g->in_idx, y, bytes);
         set_local(&x, 1, E->dloc, &dd);
-        add_pop(c, g->rb, &x, 0);
+        pop_add(c, g->rb, &x, 0);
     }
     for (uint32_t q = 0; q < E->nf; q++) {
         pl_inst *in = &c->insts.v[g->inst + q];
@@ -1096,7 +1242,7 @@ static int emit_chunk(pl_ctx *c, const pl_cell *cell, const pl_part *p, chunk_en
             x.code = RS_OP_UNPACK;
             set_staging(&x, 0, in->in_idx, y, bytes);
             set_local(&x, 1, E->flocs[q], &dd);
-            add_pop(c, in->fb, &x, 0);
+            pop_add(c, in->fb, &x, 0);
         }
     }
     return 0;
@@ -2382,6 +2528,7 @@ void pl_after_pass2(pl_ctx *c)
     for (uint32_t r = 0; r < c->world; r++) c->popool[r].src = c->blocksrc;
     done_order_init(c);
     seg_precreate(c);
+    adder_start(c);
 }
 
 /* ---- finalize: staging layout, messages, waits, resolved ops ---- */
@@ -3488,6 +3635,7 @@ void pl_tensor_planned(pl_ctx *c)
      * the routing state goes first (the 2.5 T MoE: 170 MB of flows, round tables and part records) */
     if (c->ti + 1 == c->L->ntensors) {
         rs_assert(c->pseq == c->pflow.n); /* every routed part was planned */
+        adder_stop(c);
         helper_stop(c);
         free_pass_state(c);
         compact_steps(c);
@@ -3496,6 +3644,10 @@ void pl_tensor_planned(pl_ctx *c)
         while (end < c->world && c->rank_last[c->done_order[end]] && c->rank_last[c->done_order[end]] <= c->ti + 1)
             end++;
         build_two(c, end);
+    }
+    if (c->done_at < c->world && c->adder) {
+        uint32_t r = c->done_order[c->done_at];
+        if (c->rank_last[r] && c->rank_last[r] <= c->ti + 1) adder_sync(c); /* ranks to build: their ops first */
     }
     while (c->done_at < c->world) {
         uint32_t r = c->done_order[c->done_at];
@@ -3513,6 +3665,7 @@ int pl_finalize(pl_ctx *c, rs_plan *out)
     rs_assert(c->pseq == c->pflow.n && out == c->out);
     /* (each rank's steps close their merges as it is built: a pass over every step builder here only
      * read them all from memory once more) */
+    adder_stop(c);
     helper_stop(c);
     blocksrc_close(c->blocksrc);
     free_pass_state(c);
@@ -3562,7 +3715,8 @@ static void free_pass_state(pl_ctx *c)
 
 void pl_schedule_free(pl_ctx *c)
 {
-    helper_stop(c); /* (a failed pass 3) */
+    adder_stop(c); /* (a failed pass 3) */
+    helper_stop(c);
     free_pass_state(c);
     rs_vec_free(&c->segs);
     rs_vec_free(&c->insts);

@@ -451,12 +451,21 @@ static int addr_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Blocks v[0..n) go to the system: sorted by address, one madvise per run of adjacent blocks (each call
- * interrupts the other threads to flush their TLBs: a tenth of the 2.5 T MoE's samples, one call per block),
- * then onto the cold list. s->mu is not held. */
-static void blocks_drop(pl_blocksrc *s, char **v, size_t n)
+/* The blocks waiting in pend go to the system: sorted by address, one madvise per run of adjacent blocks
+ * (each call interrupts the other threads to flush their TLBs: a tenth of the 2.5 T MoE's samples, one call
+ * per block), then onto the cold list. Called with s->mu held; returns with it released (the madvise calls
+ * run without it). */
+static void pend_flush_unlock(pl_blocksrc *s)
 {
-    if (!n) return;
+    char **v = s->pend.v;
+    size_t n = s->pend.n;
+    s->pend.v = NULL;
+    s->pend.n = s->pend.cap = 0;
+    pthread_mutex_unlock(&s->mu);
+    if (!n) {
+        free(v);
+        return;
+    }
     qsort(v, n, sizeof *v, addr_cmp);
     for (size_t i = 0, j; i < n; i = j) {
         for (j = i + 1; j < n && v[j] == v[j - 1] + POOL_BLOCK; j++)
@@ -468,6 +477,7 @@ static void blocks_drop(pl_blocksrc *s, char **v, size_t n)
     memcpy(s->cold.v + s->cold.n, v, n * sizeof *v);
     s->cold.n += n;
     pthread_mutex_unlock(&s->mu);
+    free(v);
 }
 #endif
 
@@ -477,21 +487,12 @@ static void blocks_put(pl_blocksrc *s, void **v, size_t n)
     (void)s;
     for (size_t i = 0; i < n; i++) free(v[i]);
 #else
-    char **out = NULL;
-    size_t nout = 0;
     pthread_mutex_lock(&s->mu);
     size_t i = 0;
     for (; i < n && !s->closed && s->nhot < POOL_HOT; i++, s->nhot++) push_block(&s->hot, v[i]);
     for (; i < n; i++) rs_vec_push(&s->pend, (char *)v[i]);
-    if (s->pend.n >= POOL_PEND || (s->closed && s->pend.n)) {
-        out = s->pend.v;
-        nout = s->pend.n;
-        s->pend.v = NULL;
-        s->pend.n = s->pend.cap = 0;
-    }
-    pthread_mutex_unlock(&s->mu);
-    blocks_drop(s, out, nout);
-    free(out);
+    if (s->pend.n >= POOL_PEND || (s->closed && s->pend.n)) pend_flush_unlock(s);
+    else pthread_mutex_unlock(&s->mu);
 #endif
 }
 
@@ -508,13 +509,7 @@ static void blocksrc_close(pl_blocksrc *s)
         rs_vec_push(&s->pend, (char *)b);
     }
     s->nhot = 0;
-    char **out = s->pend.v;
-    size_t nout = s->pend.n;
-    s->pend.v = NULL;
-    s->pend.n = s->pend.cap = 0;
-    pthread_mutex_unlock(&s->mu);
-    blocks_drop(s, out, nout);
-    free(out);
+    pend_flush_unlock(s);
 #endif
 }
 

@@ -82,7 +82,7 @@ void rs_plan_free(rs_plan *P)
     }
     for (rs_prog_block *b = P->blocks, *next; b; b = next) {
         next = b->next;
-        rs_unmap_huge(b, b->len);
+        rs_unmap_aligned(b, b->len);
     }
     rs_layout_free(&P->layout);
     memset(P, 0, sizeof *P);
@@ -107,7 +107,7 @@ void *rs_prog_block_alloc(rs_plan *P, rs_prog_cursor *cur, size_t bytes)
     if (!cur->at || (size_t)(cur->end - cur->at) < bytes) {
         size_t len = bytes + 64 > BLOCK_MIN ? bytes + 64 : BLOCK_MIN;
         len = (len + BLOCK_ALIGN - 1) & ~(BLOCK_ALIGN - 1);
-        uint8_t *a = rs_map_huge(len);
+        uint8_t *a = rs_map_aligned(len);
         if (!a) return NULL;
         rs_prog_block *b = (rs_prog_block *)a;
         b->len = len;

@@ -149,10 +149,9 @@ typedef struct {
     uint8_t *at, *end;
 } rs_prog_cursor;
 /* `bytes` (64-byte aligned) at the cursor, from a new block of at least 32 MiB when the cursor's block is
- * full. A block is mapped in huge pages where the system gives them on request (Linux's transparent huge
- * pages in madvise mode), and only rs_plan_free hands it back: a program there never shares a page with
- * memory the heap hands back as it is freed, which splits a huge page (in the 4 KiB pages left, B, C and
- * G compiled 16-22 % slower: docs/planner.md). Safe for two threads with a cursor each. NULL when blocks are not used (AddressSanitizer builds, whose bounds checks need an allocation
+ * full. A block is a mapping of its own (rs_map_aligned), and only rs_plan_free hands it back: a program
+ * there never shares a page with memory the heap hands back as it is freed (with the heap in huge pages,
+ * that split the programs' pages: docs/planner.md). Safe for two threads with a cursor each. NULL when blocks are not used (AddressSanitizer builds, whose bounds checks need an allocation
  * per array) or the mapping fails: the caller then allocates with malloc. */
 void *rs_prog_block_alloc(rs_plan *P, rs_prog_cursor *cur, size_t bytes);
 /* The room `bytes` take in a block (each allocation starts 64-byte aligned). */

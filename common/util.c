@@ -140,7 +140,7 @@ int rs_errf(char *err, size_t errlen, const char *fmt, ...)
     return -1;
 }
 
-void *rs_map_huge(size_t len)
+void *rs_map_aligned(size_t len)
 {
     const size_t A = (size_t)2 << 20;
     if (!len || len > SIZE_MAX - 2 * A) return NULL;
@@ -151,13 +151,16 @@ void *rs_map_huge(size_t len)
     uint8_t *a = (uint8_t *)(((uintptr_t)m + A - 1) & ~(uintptr_t)(A - 1));
     if (a > m) munmap(m, (size_t)(a - m));
     if (a + len < m + len + A) munmap(a + len, (size_t)(m + len + A - (a + len)));
-#ifdef MADV_HUGEPAGE
-    madvise(a, len, MADV_HUGEPAGE); /* a request: without it (THP off, other systems) small pages */
-#endif
+    /* No madvise(MADV_HUGEPAGE) (until the twentieth session there was): a transparent huge page is
+     * taken from the system's free 2 MiB blocks, and on a VM whose balloon hands free memory back to the
+     * host those are the ones handed back, so each costs 512 faults in the host; 4 KiB pages come from the
+     * pages just freed. DeepSeek-V3/H100 2.6-2.8 -> 2.1-2.3 s, the 2.5 T MoE 6.6-7.8 -> 5.6-6.3 s; where
+     * the free memory was fresh, the same within 2 % (docs/planner.md, "Planner mappings without huge
+     * pages"). */
     return a;
 }
 
-void rs_unmap_huge(void *p, size_t len)
+void rs_unmap_aligned(void *p, size_t len)
 {
     const size_t A = (size_t)2 << 20;
     if (p) munmap(p, (len + A - 1) & ~(A - 1));

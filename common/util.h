@@ -37,11 +37,11 @@ void rs_reexec_huge_heap(char **argv);
  * once, without asking (glibc's count of the free bytes walks every free chunk: on a heap of millions of
  * them it costs more than the trim). */
 void rs_heap_trim(size_t min_free);
-/* An anonymous read-write mapping of len bytes (rounded up to 2 MiB), 2 MiB aligned and advised into
- * transparent huge pages where the system has them; NULL when mmap fails (out of memory) or len is 0. Give
- * it back with rs_unmap_huge(p, the same len). */
-void *rs_map_huge(size_t len);
-void rs_unmap_huge(void *p, size_t len);
+/* An anonymous read-write mapping of len bytes (rounded up to 2 MiB), 2 MiB aligned (where the kernel
+ * gives every region transparent huge pages, they fit it whole; no huge pages are asked for); NULL when
+ * mmap fails (out of memory) or len is 0. Give it back with rs_unmap_aligned(p, the same len). */
+void *rs_map_aligned(size_t len);
+void rs_unmap_aligned(void *p, size_t len);
 
 /* How many threads (1 or 2) to give work of `work` units: RESHARD_THREADS when it is set (1: one; 2 or
  * more: two), else 2 when work >= min_work and this process may run on two CPUs or more. The planner's and

@@ -368,9 +368,10 @@ static const uint32_t room_cap[PL_POP_CLASSES] = {
     591136, 768476, 999018, 1298723, 1688339, 2194840, 2853292, 3709279, 4822062, 6268680, 8149284, 10594069,
     13772289, 17903975, 23275167, 30257717, 39335032, 51135541};
 
-/* A rank's blocks are POOL_BLOCK bytes from mappings of the planner's own (huge pages), not from the heap:
- * every rank has a last block it has not filled, and in huge pages all of it is resident (blocks of all ranks
- * lie side by side), so blocks are small: with 256 KiB ones the 2.5 T MoE's 1536 ranks held 1024 MB of
+/* A rank's blocks are POOL_BLOCK bytes from mappings of the planner's own, not from the heap: every rank
+ * has a last block it has not filled, and in huge pages (which these mappings had until the twentieth
+ * session, and the heap has) all of it is resident (blocks of all ranks lie side by side), so blocks are
+ * small: with 256 KiB ones the 2.5 T MoE's 1536 ranks held 1024 MB of
  * blocks for 725 MB of rooms until its last tensor, with 64 KiB 742 MB. A built rank's blocks go back: up
  * to POOL_HOT of them stay resident for the ranks still planned, the others (and all once no tensor is left)
  * are handed to the system (madvise) and faulted in again if taken: POOL_PEND at a time, sorted by address so
@@ -425,7 +426,7 @@ static void *block_get(pl_blocksrc *s)
         b = s->cold.v[--s->cold.n];
     } else {
         if (s->at == s->end) {
-            s->at = rs_map_huge(POOL_MAP);
+            s->at = rs_map_aligned(POOL_MAP);
             if (!s->at) rs_die("out of memory (%zu bytes)", POOL_MAP);
             s->end = s->at + POOL_MAP;
             rs_vec_push(&s->maps, (void *)s->at);
@@ -516,7 +517,7 @@ static void blocksrc_close(pl_blocksrc *s)
 static void blocksrc_free(pl_blocksrc *s)
 {
     if (!s) return;
-    for (size_t i = 0; i < s->maps.n; i++) rs_unmap_huge(s->maps.v[i], POOL_MAP);
+    for (size_t i = 0; i < s->maps.n; i++) rs_unmap_aligned(s->maps.v[i], POOL_MAP);
     rs_vec_free(&s->maps);
     rs_vec_free(&s->pend);
     rs_vec_free(&s->cold);

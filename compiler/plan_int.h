@@ -353,6 +353,8 @@ typedef struct {
 typedef struct {
     rs_rank_prog dscr;      /* descriptors, packed, before they go to the program (reused) */
     rs_vec(pl_zcitem) zscr; /* zc_moves' scratch */
+    uint64_t *dtab;         /* the descriptor interning table, kept from rank to rank (build_rank) */
+    uint32_t dtab_cap;
     uint64_t trim_bytes;    /* program bytes since the last malloc_trim */
     rs_prog_cursor cur;     /* where this thread puts finished programs in the plan's blocks */
 } pl_builder;

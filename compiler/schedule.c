@@ -2578,6 +2578,16 @@ static void dtab_insert(prog_out *o, uint32_t idx)
     o->dtab[j] = (h & ~(uint64_t)UINT32_MAX) | (idx + 1);
 }
 
+/* An empty interning table of cap slots: written before it is read (calloc's fresh pages are the shared
+ * zero page until written, and the first write after a probe read copied it and flushed every CPU's TLB:
+ * a tenth of DeepSeek-V3/GB200's last builds in those flushes, with the pool's). */
+static uint64_t *dtab_new(uint32_t cap)
+{
+    uint64_t *t = rs_xmalloc((size_t)cap * sizeof *t);
+    memset(t, 0, (size_t)cap * sizeof *t);
+    return t;
+}
+
 /* The index of a descriptor equal to the one just written (packed, n words) past the end of the program's
  * pool, or the new one's (then it is kept). Packing the same source region for several receivers (an
  * expert's rows for every engine that needs them) gave half of DeepSeek-V3's descriptors twice or more.
@@ -2590,7 +2600,7 @@ static uint32_t desc_intern(prog_out *o, uint32_t n)
         uint32_t cap = 2 * (o->dmask + 1);
         while (2 * ((size_t)idx + 1) > cap - 1) cap *= 2;
         free(o->dtab);
-        o->dtab = rs_xcalloc(cap, sizeof *o->dtab);
+        o->dtab = dtab_new(cap);
         o->dmask = cap - 1;
         for (uint32_t i = 0; i < idx; i++) dtab_insert(o, i);
     }
@@ -3265,6 +3275,7 @@ static void build_rank(pl_ctx *c, pl_builder *w, uint32_t r)
     /* programs */
     prog_out o;
     memset(&o, 0, sizeof o);
+    uint32_t dcap0 = 4096; /* the interning table's size at the start */
     {
         /* Reserve the program at once: every live op resolves to at least one op (splits make
          * more: room for one per op, a third of them split on DeepSeek-V3), plus one SEND or RECV
@@ -3298,9 +3309,17 @@ static void build_rank(pl_ctx *c, pl_builder *w, uint32_t r)
         o.g->dpool_n = 0;
         rs_prog_desc_reserve(o.g, (uint32_t)(4 * npop + 1), 16 * (uint64_t)npop + 8);
         /* the interning table at once at its size for two descriptors an op (it was rehashed as it grew) */
-        uint32_t cap = 4096;
+        uint32_t cap = dcap0;
         while (cap < 4 * npop + 2 && cap < (1u << 30)) cap *= 2;
-        o.dtab = rs_xcalloc(cap, sizeof *o.dtab);
+        dcap0 = cap;
+        if (w->dtab_cap < cap) {
+            free(w->dtab);
+            w->dtab = dtab_new(cap);
+            w->dtab_cap = cap;
+        } else {
+            memset(w->dtab, 0, (size_t)cap * sizeof *w->dtab);
+        }
+        o.dtab = w->dtab; /* (the builder's, kept for its next rank; desc_intern may replace it by a larger) */
         o.dmask = cap - 1;
     }
     int32_t last_net_waited = -1, last_nvl_waited = -1;
@@ -3436,7 +3455,10 @@ static void build_rank(pl_ctx *c, pl_builder *w, uint32_t r)
     g->dpool_n = o.g->dpool_n;
     g->dpool_cap = g->dpool_n + 1;
     place_program(c, w, g, &o);
-    free(o.dtab);
+    if (o.dmask + 1 != dcap0) { /* (desc_intern grew it, freeing the builder's) */
+        w->dtab = o.dtab;
+        w->dtab_cap = o.dmask + 1;
+    }
     popool_release(&c->popool[r]);
     /* The ops of the steps just resolved were freed into the heap in pieces too small for the large
      * arrays of the next ranks' programs: hand their pages back, or the peak holds both (DeepSeek-V3:
@@ -3481,6 +3503,7 @@ static void builder_free(pl_builder *w)
     free(w->dscr.doff);
     free(w->dscr.dpool);
     rs_vec_free(&w->zscr);
+    free(w->dtab);
     memset(w, 0, sizeof *w);
 }
 

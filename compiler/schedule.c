@@ -368,24 +368,25 @@ static const uint32_t room_cap[PL_POP_CLASSES] = {
     591136, 768476, 999018, 1298723, 1688339, 2194840, 2853292, 3709279, 4822062, 6268680, 8149284, 10594069,
     13772289, 17903975, 23275167, 30257717, 39335032, 51135541};
 
-/* A rank's blocks are POOL_BLOCK bytes from mappings of the planner's own, not from the heap: every rank
- * has a last block it has not filled, and in huge pages (which these mappings had until the twentieth
- * session, and the heap has) all of it is resident (blocks of all ranks lie side by side), so blocks are
- * small: with 256 KiB ones the 2.5 T MoE's 1536 ranks held 1024 MB of
- * blocks for 725 MB of rooms until its last tensor, with 64 KiB 742 MB. A built rank's blocks go back: up
- * to POOL_HOT of them stay resident for the ranks still planned, the others (and all once no tensor is left)
- * are handed to the system (madvise) and faulted in again if taken: POOL_PEND at a time, sorted by address so
- * that adjacent blocks go in one call (the 2.5 T MoE's 11324 blocks in 6363 calls; until a batch is full its
- * blocks are taken first). As malloc'd blocks they went back only
- * when a heap trim found them, so the peak moved with the heap's layout (the 2.5 T MoE 1.38-1.84 GB); kept
- * resident until pl_finalize, the 2.5 T MoE's peak held 707 MB of free blocks (all its ranks are built as
- * its last tensors are done, before pl_finalize).
+/* A rank's blocks are POOL_BLOCK bytes from mappings of the planner's own, not from the heap. Every rank
+ * has a last block it has not filled; in 4 KiB pages only what was written of it is resident. (In huge
+ * pages, which these mappings had until the twentieth session, all of it was, so blocks were 64 KiB: with
+ * 256 KiB the 2.5 T MoE's 1536 ranks held 1024 MB of blocks for 725 MB of rooms, with 64 KiB 742 MB. In 4 KiB
+ * pages 256 KiB blocks peak as 64 KiB ones did, within 3 MiB on B, C and G, and go back in a quarter of
+ * the calls.) A built rank's blocks go back: up to POOL_HOT of them stay resident for the ranks still
+ * planned, the others (and all once no tensor is left) are handed to the system (madvise) and faulted in
+ * again if taken: POOL_PEND at a time, sorted by address so that adjacent blocks go in one call (each call
+ * flushes the other CPU's TLB: the 2.5 T MoE's blocks go back in 1903 calls, in 64 KiB blocks 6920; until
+ * a batch is full its blocks are taken first). As malloc'd blocks they went back only when a heap trim
+ * found them, so the peak moved with the heap's layout (the 2.5 T MoE 1.38-1.84 GB); kept resident until
+ * pl_finalize, the 2.5 T MoE's peak held 707 MB of free blocks (all its ranks are built as its last tensors
+ * are done, before pl_finalize).
  * Rooms larger than a block are malloc'd. Under AddressSanitizer every block is malloc'd (its bounds and
  * leak checks). */
-#define POOL_BLOCK ((size_t)64 << 10)
+#define POOL_BLOCK ((size_t)256 << 10)
 #define POOL_MAP ((size_t)32 << 20)
-#define POOL_HOT 256 /* blocks: 16 MiB */
-#define POOL_PEND 256 /* blocks: 16 MiB */
+#define POOL_HOT 64  /* blocks: 16 MiB */
+#define POOL_PEND 64 /* blocks: 16 MiB */
 
 struct pl_blocksrc {
     pthread_mutex_t mu;

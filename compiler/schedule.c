@@ -3276,7 +3276,7 @@ static void build_rank(pl_ctx *c, pl_builder *w, uint32_t r)
     /* programs */
     prog_out o;
     memset(&o, 0, sizeof o);
-    uint32_t dcap0 = 4096; /* the interning table's size at the start */
+    uint32_t dcap0; /* the interning table's size at the start (desc_intern may grow it) */
     {
         /* Reserve the program at once: every live op resolves to at least one op (splits make
          * more: room for one per op, a third of them split on DeepSeek-V3), plus one SEND or RECV
@@ -3310,7 +3310,7 @@ static void build_rank(pl_ctx *c, pl_builder *w, uint32_t r)
         o.g->dpool_n = 0;
         rs_prog_desc_reserve(o.g, (uint32_t)(4 * npop + 1), 16 * (uint64_t)npop + 8);
         /* the interning table at once at its size for two descriptors an op (it was rehashed as it grew) */
-        uint32_t cap = dcap0;
+        uint32_t cap = 4096;
         while (cap < 4 * npop + 2 && cap < (1u << 30)) cap *= 2;
         dcap0 = cap;
         if (w->dtab_cap < cap) {

@@ -3526,16 +3526,21 @@ int rs_plan_verify_all_work(const rs_plan *P, char *err, size_t errlen, uint64_t
     return rs_plan_verify_all_timed(P, err, errlen, work, NULL);
 }
 
-/* The piece index on a thread of its own (beside matching), on a context of its own. */
+/* The piece index, then the relay check (which reads the pieces only to name a problem's bytes), on a
+ * thread of its own beside matching, on a context of its own. The relay check runs only when the race
+ * checks, which come before it, pass without a second look (their runs taken from the budget first). */
 typedef struct {
     vctx c;
-    int rc;
+    int rc;         /* build_pieces' */
+    int relays;     /* run the relay check after it */
+    int relays_rc;  /* its verdict (its problem is in c.err only when rc is 0) */
 } pieces_job;
 
 static void *pieces_thread(void *arg)
 {
     pieces_job *j = arg;
     j->rc = build_pieces(&j->c);
+    if (!j->rc && j->relays) j->relays_rc = check_relays(&j->c);
     return NULL;
 }
 
@@ -3587,6 +3592,23 @@ static void *rank_checks_thread(void *arg)
 {
     rank_checks(arg);
     return NULL;
+}
+
+/* The race checks' second look, when the first one asks for it, then the relay check: here, or its verdict
+ * from the pieces thread (pj), which ran it with the budget the races left. */
+static int relays_after(vctx *c, int races_bad, uint64_t race_runs, const pieces_job *pj)
+{
+    if (races_bad || race_runs > c->runs_left) {
+        if (check_races(c)) return -1;
+    } else {
+        c->runs_left -= race_runs;
+    }
+    if (!pj || !pj->relays) return check_relays(c);
+    c->runs_left = pj->c.runs_left;
+    if (!pj->relays_rc) return 0;
+    c->failed = 1;
+    if (c->err && c->errlen) snprintf(c->err, c->errlen, "%s", pj->c.err);
+    return -1;
 }
 
 static double wall_now(void)
@@ -3684,13 +3706,18 @@ int rs_plan_verify_all_timed(const rs_plan *P, char *err, size_t errlen, uint64_
         G.op_step = rs_xmalloc((G.nops + 1) * sizeof *G.op_step);
         G.partner = rs_xmalloc((G.nops + 1) * sizeof *G.partner);
         G.pstep = rs_xmalloc((G.nops + 1) * sizeof *G.pstep);
-        /* the piece index (which matching does not read) is built beside it on two threads; its problem is
-         * reported only when matching has none, as in that order on one thread */
+        /* the piece index (which matching does not read) and the relay check are made beside it on two
+         * threads; their problems are reported only when matching has none, in the order of one thread
+         * (matching, pieces, races, relays). The races were checked with the ranks: when a problem or the
+         * budget makes check_races look again, that fails the plan before the relays are reached. */
         pieces_job pj;
         pthread_t th;
         int two = rs_threads(G.nops, DQ_MIN_OPS) > 1;
         if (two) {
             pj.c = c;
+            pj.relays = !races_bad && race_runs <= c.runs_left;
+            pj.relays_rc = 0;
+            if (pj.relays) pj.c.runs_left -= race_runs;
             pj.c.errlen = errlen ? errlen : 1;
             pj.c.err = rs_xcalloc(pj.c.errlen, 1);
             if ((two = !rs_thread_start(&th, pieces_thread, &pj)) == 0) free(pj.c.err);
@@ -3704,19 +3731,18 @@ int rs_plan_verify_all_timed(const rs_plan *P, char *err, size_t errlen, uint64_
                 rc = -1, c.failed = 1;
                 if (err && errlen) snprintf(err, errlen, "%s", pj.c.err);
             }
+            PART_DONE(RS_VERIFY_PIECES);
+            if (!rc) rc = relays_after(&c, races_bad, race_runs, &pj);
             free(pj.c.err);
-        } else if (!rc) {
-            rc = build_pieces(&c);
+        } else {
+            if (!rc) rc = build_pieces(&c);
+            PART_DONE(RS_VERIFY_PIECES);
+            if (!rc) rc = relays_after(&c, races_bad, race_runs, NULL);
         }
     } else {
         PART_DONE(RS_VERIFY_MATCH);
+        PART_DONE(RS_VERIFY_PIECES);
     }
-    PART_DONE(RS_VERIFY_PIECES);
-    if (!rc) {
-        if (races_bad || race_runs > c.runs_left) rc = check_races(&c);
-        else c.runs_left -= race_runs;
-    }
-    if (!rc) rc = check_relays(&c);
     PART_DONE(RS_VERIFY_RELAYS);
     if (!rc) {
         c.pages = rs_xcalloc(c.world, sizeof *c.pages);

@@ -103,6 +103,30 @@ static inline void helper_grow_guard(pl_ctx *c, size_t n, size_t cap, size_t mor
     }
 }
 
+/* Where seg_make puts a segment, its forwarded copies and the step builders it creates: at the ends of
+ * their vectors (no ids given), or at the ids given (seg_precreate's two halves, each with room made and
+ * its ids counted in advance, the round's slots of rank_steps there already). */
+typedef struct {
+    uint32_t seg, inst, sb; /* the next ids */
+    uint32_t nrounds;       /* rounds seen (c->nrounds, set from it after) */
+} seg_ids;
+
+static uint32_t sb_get(pl_ctx *c, uint32_t rank, uint8_t lane, int32_t round);
+
+static uint32_t sb_at(pl_ctx *c, uint32_t rank, uint8_t lane, uint32_t round, seg_ids *ids)
+{
+    if (!ids) return sb_get(c, rank, lane, (int32_t)round);
+    uint32_t *slot = &c->rank_steps[rank * 2 + lane].v[round];
+    if (*slot == RS_NONE) {
+        pl_stepb *b = &c->steps.v[ids->sb];
+        memset(b, 0, sizeof *b);
+        b->rank = rank;
+        *slot = ids->sb++;
+        if (round + 1 > ids->nrounds) ids->nrounds = round + 1;
+    }
+    return *slot;
+}
+
 static uint32_t sb_get(pl_ctx *c, uint32_t rank, uint8_t lane, int32_t round)
 {
     uint32_t *slot;
@@ -915,7 +939,7 @@ static void pop_add(pl_ctx *c, uint32_t sbid, const pl_pop *x, uint32_t lane_tag
         (vp)->v[(vp)->n++] = (x);                                                                  \
     } while (0)
 
-static uint32_t seg_new(pl_ctx *c, uint32_t flow, uint32_t round, uint32_t tensor)
+static uint32_t seg_make(pl_ctx *c, uint32_t flow, uint32_t round, uint32_t tensor, seg_ids *ids)
 {
     const pl_flow *fl = &c->flows.v[flow];
     uint32_t s = fl->s, r = fl->r, fset = PL_KEY_FSET(fl->fset); /* the flow's key without class and relay bits */
@@ -927,39 +951,53 @@ static uint32_t seg_new(pl_ctx *c, uint32_t flow, uint32_t round, uint32_t tenso
     g.src_loc = g.dst_loc = RS_NONE;
     g.sbase = g.rbase = UINT64_MAX; /* laid out with the sender's / receiver's program */
     g.tensor = tensor;
-    uint32_t id = (uint32_t)c->segs.n;
-    uint32_t sbid = sb_get(c, s, lane, (int32_t)round);
+    uint32_t id = ids ? ids->seg++ : (uint32_t)c->segs.n;
+    uint32_t sbid = sb_at(c, s, lane, round, ids);
     g.sb = sbid;
     pl_stepb *sb = &c->steps.v[sbid];
     g.out_idx = (uint32_t)sb->out.n;
     item_push(&c->popool[s], &sb->out, id);
-    uint32_t rbid = sb_get(c, r, lane, (int32_t)round);
+    uint32_t rbid = sb_at(c, r, lane, round, ids);
     g.rb = rbid;
     pl_stepb *rb = &c->steps.v[rbid];
     g.in_idx = (uint32_t)rb->in.n;
     item_push(&c->popool[r], &rb->in, (uint64_t)id << 1);
     uint32_t nf;
     const uint32_t *f = pl_intern_list(&c->fsets, fset, &nf);
-    helper_grow_guard(c, c->insts.n, c->insts.cap, nf);
-    helper_grow_guard(c, c->segs.n, c->segs.cap, 1);
-    g.inst = (uint32_t)c->insts.n;
+    if (!ids) {
+        helper_grow_guard(c, c->insts.n, c->insts.cap, nf);
+        helper_grow_guard(c, c->segs.n, c->segs.cap, 1);
+    }
+    uint32_t i0 = ids ? ids->inst : (uint32_t)c->insts.n;
+    g.inst = i0;
     g.ninst = nf;
-    if (nf) sb_get(c, r, RS_LANE_NVL, (int32_t)round); /* the forwarder's fan-out step */
+    if (nf) sb_at(c, r, RS_LANE_NVL, round, ids); /* the forwarder's fan-out step */
     for (uint32_t q = 0; q < nf; q++) {
         pl_inst in;
         memset(&in, 0, sizeof in);
         in.seg = id;
         in.f = f[q];
         in.dst_loc = RS_NONE;
-        uint32_t fbid = sb_get(c, f[q], RS_LANE_NVL, (int32_t)round);
+        uint32_t fbid = sb_at(c, f[q], RS_LANE_NVL, round, ids);
         in.fb = fbid;
         pl_stepb *fb = &c->steps.v[fbid];
         in.in_idx = (uint32_t)fb->in.n;
-        item_push(&c->popool[f[q]], &fb->in, (uint64_t)c->insts.n << 1 | 1);
-        rs_vec_push(&c->insts, in);
+        item_push(&c->popool[f[q]], &fb->in, (uint64_t)(i0 + q) << 1 | 1);
+        if (ids) c->insts.v[i0 + q] = in;
+        else rs_vec_push(&c->insts, in);
     }
-    rs_vec_push(&c->segs, g);
+    if (ids) {
+        ids->inst += nf;
+        c->segs.v[id] = g;
+    } else {
+        rs_vec_push(&c->segs, g);
+    }
     return id;
+}
+
+static uint32_t seg_new(pl_ctx *c, uint32_t flow, uint32_t round, uint32_t tensor)
+{
+    return seg_make(c, flow, round, tensor, NULL);
 }
 
 static uint64_t usage_at(pl_ctx *c, uint32_t rank, uint32_t k)
@@ -2200,6 +2238,91 @@ static int pre_flow_cmp(const void *a, const void *b, void *ctx)
     return i < j ? -1 : i > j;
 }
 
+/* seg_precreate's records [i0, i1) with the ids given */
+typedef struct {
+    pl_ctx *c;
+    const pre_rec *v;
+    size_t i0, i1;
+    seg_ids ids;
+} pre_half;
+
+static void *pre_half_run(void *arg)
+{
+    pre_half *h = arg;
+    uint32_t id = 0;
+    for (size_t i = h->i0; i < h->i1; i++) {
+        const pre_rec *x = &h->v[i];
+        if (i == h->i0 || x->flow != h->v[i - 1].flow || x->k != h->v[i - 1].k)
+            id = seg_make(h->c, x->flow, x->k, RS_NONE, &h->ids);
+        h->c->rt_seg[x->rt] = id;
+    }
+    return NULL;
+}
+
+/* A step builder key (rank, lane) in round k: new when it was last seen in an earlier round (the records go
+ * by round). last: round + 1 of each key's last sighting. */
+static inline void key_seen(uint32_t *last, uint32_t rank, uint8_t lane, uint32_t k, uint32_t *n)
+{
+    uint32_t *x = &last[(size_t)rank * 2 + lane];
+    if (*x != k + 1) *x = k + 1, (*n)++;
+}
+
+/* The segments of records v[0..n) made on two threads, the second taking the rounds from the middle on: the
+ * segments, forwarded copies and step builders of the first half are counted in advance, so each half
+ * gives them the ids one thread would (the second half's start where the first half's end), and the
+ * slots of every rank_steps vector are made first. A step builder's items all come from its own round, so
+ * from one half, in the order one thread pushes them: the plan is the same. 0 when it is not worth a thread
+ * (or the vectors are not empty, as they are here): the caller makes them on its own. */
+#define PRE_TWO_MIN 65536
+static int seg_precreate_two(pl_ctx *c, const pre_rec *v, size_t n)
+{
+    if (n < 2 || rs_threads(n, PRE_TWO_MIN) < 2 || c->segs.n || c->insts.n || c->steps.n) return 0;
+    size_t h = n / 2;
+    while (h < n && v[h].k == v[h - 1].k) h++;
+    if (h == n) return 0;
+    uint32_t *last = rs_xcalloc((size_t)c->world * 2 + 1, sizeof *last);
+    uint32_t nseg[2] = {0, 0}, ninst[2] = {0, 0}, nsb[2] = {0, 0};
+    for (size_t i = 0; i < n; i++) {
+        if (i && v[i].flow == v[i - 1].flow && v[i].k == v[i - 1].k) continue;
+        int b = i >= h;
+        const pl_flow *fl = &c->flows.v[v[i].flow];
+        uint32_t nf, k = v[i].k;
+        const uint32_t *f = pl_intern_list(&c->fsets, PL_KEY_FSET(fl->fset), &nf);
+        nseg[b]++;
+        ninst[b] += nf;
+        key_seen(last, fl->s, fl->lane, k, &nsb[b]);
+        key_seen(last, fl->r, fl->lane, k, &nsb[b]);
+        if (nf) key_seen(last, fl->r, RS_LANE_NVL, k, &nsb[b]);
+        for (uint32_t q = 0; q < nf; q++) key_seen(last, f[q], RS_LANE_NVL, k, &nsb[b]);
+    }
+    rs_vec_reserve(&c->segs, nseg[0] + nseg[1]);
+    rs_vec_reserve(&c->insts, ninst[0] + ninst[1]);
+    rs_vec_reserve(&c->steps, nsb[0] + nsb[1]);
+    for (size_t x = 0; x < (size_t)c->world * 2; x++) {
+        pl_u32vec *rv = &c->rank_steps[x];
+        if (!last[x]) continue;
+        rs_vec_reserve(rv, last[x]);
+        for (; rv->n < last[x]; rv->n++) rv->v[rv->n] = RS_NONE;
+    }
+    free(last);
+    pre_half a = {c, v, 0, h, {0, 0, 0, 0}}, b = {c, v, h, n, {nseg[0], ninst[0], nsb[0], 0}};
+    pthread_t th;
+    __atomic_store_n(&c->blocksrc->shared, 1, __ATOMIC_RELAXED); /* (both carve item lists from the pools) */
+    int two = !rs_thread_start(&th, pre_half_run, &b);
+    pre_half_run(&a);
+    if (two) pthread_join(th, NULL);
+    else pre_half_run(&b);
+    __atomic_store_n(&c->blocksrc->shared, 0, __ATOMIC_RELAXED);
+    rs_assert(a.ids.seg == nseg[0] && a.ids.inst == ninst[0] && a.ids.sb == nsb[0]);
+    rs_assert(b.ids.seg == nseg[0] + nseg[1] && b.ids.inst == ninst[0] + ninst[1] && b.ids.sb == nsb[0] + nsb[1]);
+    c->segs.n = b.ids.seg;
+    c->insts.n = b.ids.inst;
+    c->steps.n = b.ids.sb;
+    if (a.ids.nrounds > c->nrounds) c->nrounds = a.ids.nrounds;
+    if (b.ids.nrounds > c->nrounds) c->nrounds = b.ids.nrounds;
+    return 1;
+}
+
 static void seg_precreate(pl_ctx *c)
 {
     /* The records sorted by (round, key, sender, receiver, flow): the flows sorted once by the last four,
@@ -2253,12 +2376,14 @@ static void seg_precreate(pl_ctx *c)
     rs_vec_reserve(&c->steps, v.n);
     uint32_t nrt = c->rt_begin[c->flows.n];
     c->rt_seg = rs_xmalloc((nrt + 1) * sizeof *c->rt_seg);
-    uint32_t id = 0;
-    for (size_t i = 0; i < v.n; i++) {
-        if (!i || v.v[i].flow != v.v[i - 1].flow || v.v[i].k != v.v[i - 1].k) {
-            id = seg_new(c, v.v[i].flow, v.v[i].k, RS_NONE);
+    if (!seg_precreate_two(c, v.v, v.n)) {
+        uint32_t id = 0;
+        for (size_t i = 0; i < v.n; i++) {
+            if (!i || v.v[i].flow != v.v[i - 1].flow || v.v[i].k != v.v[i - 1].k) {
+                id = seg_new(c, v.v[i].flow, v.v[i].k, RS_NONE);
+            }
+            c->rt_seg[v.v[i].rt] = id;
         }
-        c->rt_seg[v.v[i].rt] = id;
     }
     /* entries that continue the previous entry's round share its segment */
     for (uint32_t f = 0; f < (uint32_t)c->flows.n; f++)

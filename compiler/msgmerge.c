@@ -134,6 +134,106 @@ static void *index_thread(void *arg)
     return NULL;
 }
 
+/* The merges and the compaction on two threads (pl_merge_messages) */
+typedef struct {
+    rs_plan *P;
+    const rs_layout *L;
+    uint32_t world;
+    const msg_index *snd, *rcv;
+    uint32_t next;             /* the next sender (or rank) to take */
+    uint32_t *first_dead[2];   /* per thread: each rank's first merged op (compaction: [0], combined) */
+    uint64_t merged[2];
+} merge_share;
+
+typedef struct {
+    merge_share *m;
+    int t;
+} merge_arg;
+
+#define MM_TAKE 8 /* ranks taken at a time */
+
+/* The messages of sender s to each peer on each lane that continue each other on both sides, merged. */
+static uint64_t merge_sender(merge_share *m, uint32_t s, uint32_t *first_dead)
+{
+    uint32_t world = m->world;
+    const msg_index *x = &m->snd[s];
+    rs_rank_prog *gs = &m->P->ranks[s];
+    uint64_t merged = 0;
+    for (uint32_t i = 0, j; i < x->n; i = j) {
+        uint32_t key = x->key[i], lane = key / world, p = key % world, lo, hi;
+        for (j = i + 1; j < x->n && x->key[j] == key; j++) {}
+        const msg_index *y = &m->rcv[p];
+        rs_rank_prog *gp = &m->P->ranks[p];
+        key_range(y, lane * world + s, &lo, &hi);
+        if (hi - lo != j - i) continue; /* unmatched: the verifier says so */
+        /* k-th SEND matches k-th RECV; h: the message the current one would join */
+        for (uint32_t k = 1, h = 0; k < j - i; k++) {
+            rs_op *a = &gs->ops[x->op[i + h]], *b = &gs->ops[x->op[i + k]];
+            rs_op *ra = &gp->ops[y->op[lo + h]], *rb = &gp->ops[y->op[lo + k]];
+            if (x->step[i + h] != x->step[i + k] || y->step[lo + h] != y->step[lo + k] ||
+                !continues(m->L, gs, a, b) || !continues(m->L, gp, ra, rb)) {
+                h = k;
+                continue;
+            }
+            a->bytes += b->bytes;
+            ra->bytes += rb->bytes;
+            if (a->tensor != b->tensor) a->tensor = RS_NONE;
+            if (ra->tensor != rb->tensor) ra->tensor = RS_NONE;
+            b->code = rb->code = OP_DEAD;
+            if (x->op[i + k] < first_dead[s]) first_dead[s] = x->op[i + k];
+            if (y->op[lo + k] < first_dead[p]) first_dead[p] = y->op[lo + k];
+            merged++;
+        }
+    }
+    return merged;
+}
+
+static void *merge_thread(void *arg)
+{
+    merge_arg *a = arg;
+    merge_share *m = a->m;
+    for (;;) {
+        uint32_t s0 = __atomic_fetch_add(&m->next, MM_TAKE, __ATOMIC_RELAXED);
+        if (s0 >= m->world) break;
+        for (uint32_t s = s0; s < s0 + MM_TAKE && s < m->world; s++)
+            m->merged[a->t] += merge_sender(m, s, m->first_dead[a->t]);
+    }
+    return NULL;
+}
+
+/* The merged ops of rank r dropped; the steps' op ranges follow. */
+static void compact_rank(rs_rank_prog *g, uint32_t first_dead)
+{
+    if (first_dead == RS_NONE) return;
+    uint32_t w = 0;
+    for (uint32_t s = 0; s < g->nsteps; s++) {
+        rs_step *st = &g->steps[s];
+        if (st->op_begin + st->nops <= first_dead) { /* before the first merged op: in place */
+            w = st->op_begin + st->nops;
+            continue;
+        }
+        uint32_t begin = w;
+        for (uint32_t k = 0; k < st->nops; k++) {
+            const rs_op *o = &g->ops[st->op_begin + k];
+            if (o->code != OP_DEAD) g->ops[w++] = *o;
+        }
+        st->op_begin = begin;
+        st->nops = w - begin;
+    }
+    g->nops = w;
+}
+
+static void *compact_thread(void *arg)
+{
+    merge_share *m = arg;
+    for (;;) {
+        uint32_t r0 = __atomic_fetch_add(&m->next, MM_TAKE, __ATOMIC_RELAXED);
+        if (r0 >= m->world) break;
+        for (uint32_t r = r0; r < r0 + MM_TAKE && r < m->world; r++) compact_rank(&m->P->ranks[r], m->first_dead[0][r]);
+    }
+    return NULL;
+}
+
 #define MM_PAR_MIN_OPS 16384
 uint64_t pl_merge_messages(rs_plan *P, const rs_layout *L)
 {
@@ -148,66 +248,40 @@ uint64_t pl_merge_messages(rs_plan *P, const rs_layout *L)
     int two = world > 1 && rs_threads(nops, MM_PAR_MIN_OPS) >= 2 && !rs_thread_start(&th, index_thread, &j);
     index_some(&j);
     if (two) pthread_join(th, NULL);
-    uint32_t *first_dead = rs_xmalloc((world + 1) * sizeof *first_dead); /* each rank's first merged op */
-    memset(first_dead, 0xff, (world + 1) * sizeof *first_dead);
-    uint64_t merged = 0;
-    for (uint32_t s = 0; s < world; s++) {
-        const msg_index *x = &snd[s];
-        rs_rank_prog *gs = &P->ranks[s];
-        for (uint32_t i = 0, j; i < x->n; i = j) {
-            uint32_t key = x->key[i], lane = key / world, p = key % world, lo, hi;
-            for (j = i + 1; j < x->n && x->key[j] == key; j++) {}
-            const msg_index *y = &rcv[p];
-            rs_rank_prog *gp = &P->ranks[p];
-            key_range(y, lane * world + s, &lo, &hi);
-            if (hi - lo != j - i) continue; /* unmatched: the verifier says so */
-            /* k-th SEND matches k-th RECV; h: the message the current one would join */
-            for (uint32_t k = 1, h = 0; k < j - i; k++) {
-                rs_op *a = &gs->ops[x->op[i + h]], *b = &gs->ops[x->op[i + k]];
-                rs_op *ra = &gp->ops[y->op[lo + h]], *rb = &gp->ops[y->op[lo + k]];
-                if (x->step[i + h] != x->step[i + k] || y->step[lo + h] != y->step[lo + k] ||
-                    !continues(L, gs, a, b) || !continues(L, gp, ra, rb)) {
-                    h = k;
-                    continue;
-                }
-                a->bytes += b->bytes;
-                ra->bytes += rb->bytes;
-                if (a->tensor != b->tensor) a->tensor = RS_NONE;
-                if (ra->tensor != rb->tensor) ra->tensor = RS_NONE;
-                b->code = rb->code = OP_DEAD;
-                if (x->op[i + k] < first_dead[s]) first_dead[s] = x->op[i + k];
-                if (y->op[lo + k] < first_dead[p]) first_dead[p] = y->op[lo + k];
-                merged++;
-            }
-        }
+    /* the merges, senders taken in turn by the threads (a pair's merges touch only the pair's messages), each
+     * noting the first merged op of every rank in an array of its own; then the compaction, ranks in turn */
+    merge_share m = {P, L, world, snd, rcv, 0, {NULL, NULL}, {0, 0}};
+    m.first_dead[0] = rs_xmalloc((world + 1) * sizeof *m.first_dead[0]);
+    memset(m.first_dead[0], 0xff, (world + 1) * sizeof *m.first_dead[0]);
+    if (two) {
+        m.first_dead[1] = rs_xmalloc((world + 1) * sizeof *m.first_dead[1]);
+        memset(m.first_dead[1], 0xff, (world + 1) * sizeof *m.first_dead[1]);
+        merge_arg b = {&m, 1};
+        two = !rs_thread_start(&th, merge_thread, &b);
+        merge_arg a = {&m, 0};
+        merge_thread(&a);
+        if (two) pthread_join(th, NULL);
+        for (uint32_t r = 0; r < world; r++)
+            if (m.first_dead[1][r] < m.first_dead[0][r]) m.first_dead[0][r] = m.first_dead[1][r];
+        free(m.first_dead[1]);
+    } else {
+        merge_arg a = {&m, 0};
+        merge_thread(&a);
     }
+    uint64_t merged = m.merged[0] + m.merged[1];
     for (uint32_t r = 0; r < world; r++) {
         free(snd[r].key), free(snd[r].op), free(snd[r].step);
         free(rcv[r].key), free(rcv[r].op), free(rcv[r].step);
     }
     free(snd);
     free(rcv);
-    /* drop the merged ops; the steps' op ranges follow */
-    for (uint32_t r = 0; r < world; r++) {
-        if (first_dead[r] == RS_NONE) continue;
-        rs_rank_prog *g = &P->ranks[r];
-        uint32_t w = 0;
-        for (uint32_t s = 0; s < g->nsteps; s++) {
-            rs_step *st = &g->steps[s];
-            if (st->op_begin + st->nops <= first_dead[r]) { /* before the first merged op: in place */
-                w = st->op_begin + st->nops;
-                continue;
-            }
-            uint32_t begin = w;
-            for (uint32_t k = 0; k < st->nops; k++) {
-                const rs_op *o = &g->ops[st->op_begin + k];
-                if (o->code != OP_DEAD) g->ops[w++] = *o;
-            }
-            st->op_begin = begin;
-            st->nops = w - begin;
-        }
-        g->nops = w;
+    m.next = 0;
+    if (two && !rs_thread_start(&th, compact_thread, &m)) {
+        compact_thread(&m);
+        pthread_join(th, NULL);
+    } else {
+        compact_thread(&m);
     }
-    free(first_dead);
+    free(m.first_dead[0]);
     return merged;
 }

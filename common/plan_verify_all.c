@@ -1681,6 +1681,49 @@ static void put_rec(void *ctx, uint32_t lane, uint32_t a, uint32_t b, int recv, 
     rs_vec_push(&e->recs, m);
 }
 
+/* The message ends x[i0..i1) sorted by (key, kind), whole keys: each key's sends and receives paired. */
+static int match_range(vctx *c, vglob *G, const uint64_t *x, size_t i0, size_t i1, unsigned wb)
+{
+    int rc = 0;
+    rs_vec(uint32_t) gv = {0};
+    rs_vec_reserve(&gv, 1);
+    for (size_t i = i0; i < i1 && !rc;) {
+        uint64_t key = x[i] >> 33;
+        size_t j = i, m;
+        gv.n = 0;
+        while (j < i1 && x[j] >> 33 == key) {
+            rs_vec_push(&gv, (uint32_t)x[j]);
+            j++;
+        }
+        for (m = i; m < j && !(x[m] >> 32 & 1); m++) {
+        }
+        uint64_t wm = (1ull << wb) - 1;
+        rc = match_key(c, G, (uint32_t)(key >> (2 * wb)), (uint32_t)(key >> wb & wm), (uint32_t)(key & wm), gv.v,
+                       m - i, gv.v + (m - i), j - m);
+        i = j;
+    }
+    rs_vec_free(&gv);
+    return rc;
+}
+
+/* The second half of match_range's keys on a thread, on a context of its own (plans of this many ops). */
+#define MATCH_TWO_MIN_OPS 16384
+typedef struct {
+    vctx c;
+    vglob *G;
+    const uint64_t *x;
+    size_t i0, i1;
+    unsigned wb;
+    int rc;
+} match_half;
+
+static void *match_thread(void *arg)
+{
+    match_half *m = arg;
+    m->rc = match_range(&m->c, m->G, m->x, m->i0, m->i1, m->wb);
+    return NULL;
+}
+
 /* match_ops on up to 2^15 ranks: each SEND/RECV as one word (lane, a, b, kind, global op), 16 bytes a
  * message end in all instead of the records' ~80 with their sort (a ~70 MB of fresh pages per verify on
  * DeepSeek-V3, expensive to fault in); the same pairs and the same first error. */
@@ -1696,25 +1739,38 @@ static int match_ops_packed(vctx *c, vglob *G, unsigned wb)
         radix_sort_u64(x, tmp, n, 32, 2 * wb + 2);
         free(tmp);
     }
-    int rc = 0;
-    rs_vec(uint32_t) gv = {0};
-    rs_vec_reserve(&gv, 1);
-    for (size_t i = 0; i < n && !rc;) {
-        uint64_t key = x[i] >> 33;
-        size_t j = i, m;
-        gv.n = 0;
-        while (j < n && x[j] >> 33 == key) {
-            rs_vec_push(&gv, (uint32_t)x[j]);
-            j++;
+    /* the pairs on two threads, each a half of the keys (a pair's ops and partner entries are its own); the
+     * second half's problem is reported only when the first has none, as on one thread */
+    size_t h = n;
+    match_half b;
+    memset(&b, 0, sizeof b);
+    b.G = G, b.x = x, b.wb = wb;
+    pthread_t th;
+    int two = 0;
+    if (n >= 2 && rs_threads(G->nops, MATCH_TWO_MIN_OPS) > 1) {
+        h = n / 2;
+        while (h < n && x[h] >> 33 == x[h - 1] >> 33) h++;
+        if (h < n) {
+            b.c = *c;
+            b.c.errlen = c->errlen ? c->errlen : 1;
+            b.c.err = rs_xcalloc(b.c.errlen, 1);
+            b.i0 = h, b.i1 = n;
+            two = !rs_thread_start(&th, match_thread, &b);
+            if (!two) {
+                free(b.c.err);
+                h = n;
+            }
         }
-        for (m = i; m < j && !(x[m] >> 32 & 1); m++) {
-        }
-        uint64_t wm = (1ull << wb) - 1;
-        rc = match_key(c, G, (uint32_t)(key >> (2 * wb)), (uint32_t)(key >> wb & wm), (uint32_t)(key & wm), gv.v,
-                       m - i, gv.v + (m - i), j - m);
-        i = j;
     }
-    rs_vec_free(&gv);
+    int rc = match_range(c, G, x, 0, h, wb);
+    if (two) {
+        pthread_join(th, NULL);
+        if (!rc && b.rc) {
+            rc = -1, c->failed = 1;
+            if (c->err && c->errlen) snprintf(c->err, c->errlen, "%s", b.c.err);
+        }
+        free(b.c.err);
+    }
     free(x);
     return rc;
 }

@@ -2,7 +2,7 @@
 # tsan.sh - the planner's and verifier's threads under ThreadSanitizer (CTest `tsan`): configure a sub-build of
 # this source tree with -fsanitize=thread -DRESHARD_GPU=OFF, build reshardc and test_planner only, and run
 # what takes the two-thread paths: random plans and damaged plans with RESHARD_THREADS=2 (the builds of ranks
-# done during pass 3's tensor loop beside it, the op adder beside that loop, the segments made in two halves, the message merges, the end-of-pass-3 builds, the checker thread, the split per-rank checks and coverage, the piece index and the relay check beside matching), one
+# done during pass 3's tensor loop beside it, the op adder beside that loop, the segments made in two halves, the message merges, the end-of-pass-3 builds, the checker thread, the split per-rank checks and coverage, the piece index and the relay check beside matching, matching in two halves), one
 # thread against two (determinism, mutate), and reshardc's write beside verification, passed and failed.
 # usage: tsan.sh SOURCE_DIR BUILD_DIR GENERATOR. Any race report fails the test (halt_on_error).
 set -eu

@@ -297,8 +297,10 @@ int rs_plan_verify_all(const rs_plan *P, char *err, size_t errlen);
  * refused as too irregular): one unit per decomposition of a descriptor piece and per compared stretch. */
 int rs_plan_verify_all_work(const rs_plan *P, char *err, size_t errlen, uint64_t *work);
 /* The verifier's parts in the order they run, and the same call giving each one's wall time in seconds
- * (`seconds`: RS_VERIFY_PARTS entries, or NULL; a part that did not run gets 0). For benchmarks:
- * bench/planner_bench prints them, `RESHARDC_TIMING=1 reshardc ...` too. */
+ * (`seconds`: RS_VERIFY_PARTS entries, or NULL; a part that did not run gets 0). On two threads the piece
+ * index and the relay check run beside matching: PIECES is then what they took beyond it, and RELAYS only
+ * a second look at the races, when one is needed. For benchmarks: bench/planner_bench prints them,
+ * `RESHARDC_TIMING=1 reshardc ...` too. */
 enum {
     RS_VERIFY_RANKS,  /* each rank's structure, whole elements and staging races (one pass per rank) */
     RS_VERIFY_MATCH,  /* SEND/RECV matching */

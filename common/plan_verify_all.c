@@ -184,6 +184,21 @@ static int vfail(vctx *c, const char *fmt, ...)
     return -1;
 }
 
+/* A context copied for a second thread gets an error buffer of its own (ctx_own_err); its problem becomes
+ * c's, when the first thread's part had none (ctx_take_err, -1). */
+static void ctx_own_err(vctx *k, const vctx *c)
+{
+    k->errlen = c->errlen ? c->errlen : 1;
+    k->err = rs_xcalloc(k->errlen, 1);
+}
+
+static int ctx_take_err(vctx *c, const vctx *k)
+{
+    c->failed = 1;
+    if (c->err && c->errlen) snprintf(c->err, c->errlen, "%s", k->err);
+    return -1;
+}
+
 static const char *op_where(vctx *c, char *buf, size_t n)
 {
     const rs_rank_prog *g = &c->P->ranks[c->cur_rank];
@@ -1752,8 +1767,7 @@ static int match_ops_packed(vctx *c, vglob *G, unsigned wb)
         while (h < n && x[h] >> 33 == x[h - 1] >> 33) h++;
         if (h < n) {
             b.c = *c;
-            b.c.errlen = c->errlen ? c->errlen : 1;
-            b.c.err = rs_xcalloc(b.c.errlen, 1);
+            ctx_own_err(&b.c, c);
             b.i0 = h, b.i1 = n;
             two = !rs_thread_start(&th, match_thread, &b);
             if (!two) {
@@ -1765,10 +1779,7 @@ static int match_ops_packed(vctx *c, vglob *G, unsigned wb)
     int rc = match_range(c, G, x, 0, h, wb);
     if (two) {
         pthread_join(th, NULL);
-        if (!rc && b.rc) {
-            rc = -1, c->failed = 1;
-            if (c->err && c->errlen) snprintf(c->err, c->errlen, "%s", b.c.err);
-        }
+        if (!rc && b.rc) rc = ctx_take_err(c, &b.c);
         free(b.c.err);
     }
     free(x);
@@ -2814,8 +2825,8 @@ static void dq_start(vctx *c)
     memset(&k->cbx, 0, sizeof k->cbx);
     k->pages = NULL; /* staging is the simulation's */
     k->dp = NULL;
-    k->errlen = c->errlen ? c->errlen : 1;
-    k->err = q->cerr = rs_xcalloc(k->errlen, 1);
+    ctx_own_err(k, c);
+    q->cerr = k->err;
     pthread_mutex_init(&q->mu, NULL);
     pthread_cond_init(&q->cv, NULL);
     if (rs_thread_start(&q->th, dq_checker, q)) {
@@ -3661,10 +3672,7 @@ static int relays_after(vctx *c, int races_bad, uint64_t race_runs, const pieces
     }
     if (!pj || !pj->relays) return check_relays(c);
     c->runs_left = pj->c.runs_left;
-    if (!pj->relays_rc) return 0;
-    c->failed = 1;
-    if (c->err && c->errlen) snprintf(c->err, c->errlen, "%s", pj->c.err);
-    return -1;
+    return pj->relays_rc ? ctx_take_err(c, &pj->c) : 0;
 }
 
 static double wall_now(void)
@@ -3721,8 +3729,7 @@ int rs_plan_verify_all_timed(const rs_plan *P, char *err, size_t errlen, uint64_
             uint32_t h = 0;
             while (h < c.world && 2 * half < nops) half += P->ranks[h++].nops;
             b = a;
-            b.c.errlen = errlen ? errlen : 1;
-            b.c.err = rs_xcalloc(b.c.errlen, 1);
+            ctx_own_err(&b.c, &c);
             b.r0 = a.r1 = h;
             two = h < c.world && !rs_thread_start(&th, rank_checks_thread, &b);
             if (!two) {
@@ -3735,10 +3742,7 @@ int rs_plan_verify_all_timed(const rs_plan *P, char *err, size_t errlen, uint64_
         align_bad = a.align_bad, races_bad = a.races_bad, race_runs = a.race_runs;
         if (two) {
             pthread_join(th, NULL);
-            if (!rc && b.rc) {
-                rc = -1;
-                if (err && errlen) snprintf(err, errlen, "%s", b.c.err);
-            }
+            if (!rc && b.rc) rc = ctx_take_err(&c, &b.c);
             align_bad |= b.align_bad, races_bad |= b.races_bad, race_runs += b.race_runs;
             free(b.c.err);
         }
@@ -3774,8 +3778,7 @@ int rs_plan_verify_all_timed(const rs_plan *P, char *err, size_t errlen, uint64_
             pj.relays = !races_bad && race_runs <= c.runs_left;
             pj.relays_rc = 0;
             if (pj.relays) pj.c.runs_left -= race_runs;
-            pj.c.errlen = errlen ? errlen : 1;
-            pj.c.err = rs_xcalloc(pj.c.errlen, 1);
+            ctx_own_err(&pj.c, &c);
             if ((two = !rs_thread_start(&th, pieces_thread, &pj)) == 0) free(pj.c.err);
         }
         rc = match_ops(&c, &G);
@@ -3783,10 +3786,7 @@ int rs_plan_verify_all_timed(const rs_plan *P, char *err, size_t errlen, uint64_
         if (two) {
             pthread_join(th, NULL);
             c.vp = pj.c.vp, c.nvp = pj.c.nvp, c.dv = pj.c.dv, c.vp_index = pj.c.vp_index, c.vb = pj.c.vb;
-            if (!rc && pj.rc) {
-                rc = -1, c.failed = 1;
-                if (err && errlen) snprintf(err, errlen, "%s", pj.c.err);
-            }
+            if (!rc && pj.rc) rc = ctx_take_err(&c, &pj.c);
             PART_DONE(RS_VERIFY_PIECES);
             if (!rc) rc = relays_after(&c, races_bad, race_runs, &pj);
             free(pj.c.err);

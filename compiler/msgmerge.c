@@ -116,14 +116,23 @@ typedef struct {
     uint32_t keybits;
 } index_share;
 
+/* The next ranks [*r0, *r1) for a thread that takes them in turn with another (next: the shared counter); 0
+ * when none is left. */
+#define MM_TAKE 8 /* ranks taken at a time */
+static int take_ranks(uint32_t *next, uint32_t world, uint32_t *r0, uint32_t *r1)
+{
+    uint32_t a = __atomic_fetch_add(next, MM_TAKE, __ATOMIC_RELAXED);
+    if (a >= world) return 0;
+    *r0 = a;
+    *r1 = world - a < MM_TAKE ? world : a + MM_TAKE;
+    return 1;
+}
+
 static void index_some(index_share *j)
 {
     msg_scratch scr = {NULL, NULL, 0, j->keybits};
-    for (;;) {
-        uint32_t r = __atomic_fetch_add(j->next, 1, __ATOMIC_RELAXED);
-        if (r >= j->world) break;
-        index_rank(&j->P->ranks[r], j->world, &scr, &j->snd[r], &j->rcv[r]);
-    }
+    for (uint32_t r0, r1; take_ranks(j->next, j->world, &r0, &r1);)
+        for (uint32_t r = r0; r < r1; r++) index_rank(&j->P->ranks[r], j->world, &scr, &j->snd[r], &j->rcv[r]);
     free(scr.a);
     free(scr.b);
 }
@@ -149,8 +158,6 @@ typedef struct {
     merge_share *m;
     int t;
 } merge_arg;
-
-#define MM_TAKE 8 /* ranks taken at a time */
 
 /* The messages of sender s to each peer on each lane that continue each other on both sides, merged. */
 static uint64_t merge_sender(merge_share *m, uint32_t s, uint32_t *first_dead)
@@ -192,12 +199,8 @@ static void *merge_thread(void *arg)
 {
     merge_arg *a = arg;
     merge_share *m = a->m;
-    for (;;) {
-        uint32_t s0 = __atomic_fetch_add(&m->next, MM_TAKE, __ATOMIC_RELAXED);
-        if (s0 >= m->world) break;
-        for (uint32_t s = s0; s < s0 + MM_TAKE && s < m->world; s++)
-            m->merged[a->t] += merge_sender(m, s, m->first_dead[a->t]);
-    }
+    for (uint32_t s0, s1; take_ranks(&m->next, m->world, &s0, &s1);)
+        for (uint32_t s = s0; s < s1; s++) m->merged[a->t] += merge_sender(m, s, m->first_dead[a->t]);
     return NULL;
 }
 
@@ -226,11 +229,8 @@ static void compact_rank(rs_rank_prog *g, uint32_t first_dead)
 static void *compact_thread(void *arg)
 {
     merge_share *m = arg;
-    for (;;) {
-        uint32_t r0 = __atomic_fetch_add(&m->next, MM_TAKE, __ATOMIC_RELAXED);
-        if (r0 >= m->world) break;
-        for (uint32_t r = r0; r < r0 + MM_TAKE && r < m->world; r++) compact_rank(&m->P->ranks[r], m->first_dead[0][r]);
-    }
+    for (uint32_t r0, r1; take_ranks(&m->next, m->world, &r0, &r1);)
+        for (uint32_t r = r0; r < r1; r++) compact_rank(&m->P->ranks[r], m->first_dead[0][r]);
     return NULL;
 }
 

@@ -3085,6 +3085,25 @@ typedef struct {
 #define SIM_RANK(x) ((x).rank_st & ((1u << 30) - 1))
 #define SIM_STATE(x) ((x).rank_st >> 30)
 
+/* The partner steps' records a step's SEND and RECV read are cache misses (the partner is on another
+ * rank): asked for SIM_AHEAD ops ahead, and the partner's op (when its step has started, which the record
+ * says) two ops ahead. */
+#define SIM_AHEAD 16
+static inline void sim_prefetch(const sim_step *S, const rs_rank_prog *g, const uint32_t *pst, uint32_t oi)
+{
+    uint8_t code = g->ops[oi].code;
+    if (code == RS_OP_SEND || code == RS_OP_RECV) __builtin_prefetch(&S[pst[oi]]);
+}
+static inline void partner_prefetch(const vctx *c, const vglob *G, const sim_step *S, const rs_rank_prog *g,
+                                    const uint32_t *pop, const uint32_t *pst, uint32_t oi)
+{
+    uint8_t code = g->ops[oi].code;
+    if (code != RS_OP_SEND && code != RS_OP_RECV) return;
+    const sim_step *p = &S[pst[oi]];
+    if (!SIM_STATE(*p)) return;
+    uint32_t pr = SIM_RANK(*p);
+    __builtin_prefetch(&c->P->ranks[pr].ops[pop[oi] - G->op_base[pr]]);
+}
 static int simulate(vctx *c, vglob *G)
 {
     uint32_t ns = G->nsteps;
@@ -3139,11 +3158,14 @@ static int simulate(vctx *c, vglob *G)
         uint32_t r = SIM_RANK(S[gs]), s = gs - G->step_base[r];
         const rs_rank_prog *g = &c->P->ranks[r];
         S[gs].rank_st = r | 1u << 30;
+        const uint32_t *pop = G->partner + G->op_base[r], *pst = G->pstep + G->op_base[r];
+        uint32_t ob = g->steps[s].op_begin, oe = ob + g->steps[s].nops;
+        for (uint32_t oi = ob; oi < oe && oi < ob + SIM_AHEAD; oi++) sim_prefetch(S, g, pst, oi);
         rc = do_phase1(c, r, s);
         completed.n = 0;
-        const uint32_t *pop = G->partner + G->op_base[r], *pst = G->pstep + G->op_base[r];
-        for (uint32_t k = 0; k < g->steps[s].nops && !rc; k++) {
-            uint32_t oi = g->steps[s].op_begin + k;
+        for (uint32_t oi = ob; oi < oe && !rc; oi++) {
+            if (oi + SIM_AHEAD < oe) sim_prefetch(S, g, pst, oi + SIM_AHEAD);
+            if (oi + 2 < oe) partner_prefetch(c, G, S, g, pop, pst, oi + 2);
             const rs_op *o = &g->ops[oi];
             if (o->code != RS_OP_SEND && o->code != RS_OP_RECV) continue;
             uint32_t ps = pst[oi];

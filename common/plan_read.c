@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -377,6 +378,45 @@ static int dec_rank(const uint8_t *blob, const dirent_t *d, uint32_t rank, rs_ra
 
 /* ---- whole file ---- */
 
+/* The programs of ranks [r0, r1): each one's CRC against its directory entry, decoded, its structure
+ * checked; stops at the first that fails (rc -1, err says why). */
+typedef struct {
+    const uint8_t *img;
+    const secent *sr, *sp;
+    const uint32_t *crc;
+    rs_plan *P;
+    uint32_t r0, r1;
+    int rc;
+    char err[512];
+} dec_part;
+
+static void dec_ranks(dec_part *q)
+{
+    q->rc = 0;
+    for (uint32_t r = q->r0; r < q->r1; r++) {
+        dirent_t d;
+        read_dirent(q->img + q->sr->off + (size_t)r * RS_DIR_ENTRY_SIZE, &d);
+        if (q->crc[r] != d.crc) {
+            q->rc = rs_errf(q->err, sizeof q->err, "bad checksum in the program of rank %u", r);
+            return;
+        }
+        if (dec_rank(q->img + q->sp->off + d.off, &d, r, &q->P->ranks[r], q->err, sizeof q->err) ||
+            rs_plan_verify_rank(q->P, r, q->err, sizeof q->err)) {
+            q->rc = -1;
+            return;
+        }
+    }
+}
+
+static void *dec_ranks_thread(void *arg)
+{
+    dec_ranks(arg);
+    return NULL;
+}
+
+/* Full loads of plans with at least this many program bytes decode on two threads. */
+#define DEC_TWO_MIN ((uint64_t)4 << 20)
+
 int rs_plan_decode(const uint8_t *img, size_t len, int rank, rs_plan *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -454,23 +494,40 @@ int rs_plan_decode(const uint8_t *img, size_t len, int rank, rs_plan *out, char 
             goto bad;
         }
     }
-    for (uint32_t r = 0; r < H.world; r++) {
-        if (rank >= 0 && r != (uint32_t)rank) continue;
-        dirent_t d;
-        read_dirent(img + sr->off + (size_t)r * RS_DIR_ENTRY_SIZE, &d);
-        if (rank >= 0) crc[r] = rs_crc32c(0, img + sp->off + d.off, (size_t)d.len);
-        if (crc[r] != d.crc) {
-            free(crc);
-            rs_errf(err, errlen, "bad checksum in the program of rank %u", r);
-            goto bad;
+    {
+        /* A full load decodes the ranks from the middle of the programs' bytes on a second thread; its
+         * problem is reported only when the first half has none (the first in rank order, as on one). */
+        dec_part a = {img, sr, sp, crc, P, 0, H.world, 0, {0}}, b;
+        if (rank >= 0) {
+            dirent_t d;
+            read_dirent(img + sr->off + (size_t)rank * RS_DIR_ENTRY_SIZE, &d);
+            crc[rank] = rs_crc32c(0, img + sp->off + d.off, (size_t)d.len);
+            a.r0 = (uint32_t)rank;
+            a.r1 = (uint32_t)rank + 1;
         }
-        if (dec_rank(img + sp->off + d.off, &d, r, &P->ranks[r], err, errlen) ||
-            rs_plan_verify_rank(P, r, err, errlen)) {
-            free(crc);
+        pthread_t th;
+        int two = 0;
+        if (rank < 0 && H.world > 1 && rs_threads(sp->len, DEC_TWO_MIN) > 1) {
+            uint32_t h = 0;
+            for (uint64_t half = 0; h < H.world && 2 * half < sp->len; h++) {
+                dirent_t d;
+                read_dirent(img + sr->off + (size_t)h * RS_DIR_ENTRY_SIZE, &d);
+                half += d.len;
+            }
+            b = a;
+            b.r0 = a.r1 = h;
+            two = h < H.world && !rs_thread_start(&th, dec_ranks_thread, &b);
+            if (!two) a.r1 = H.world;
+        }
+        dec_ranks(&a);
+        if (two) pthread_join(th, NULL);
+        free(crc);
+        const dec_part *bad = a.rc ? &a : two && b.rc ? &b : NULL;
+        if (bad) {
+            snprintf(err, errlen, "%s", bad->err);
             goto bad;
         }
     }
-    free(crc);
     if (rank < 0) { /* every byte is checked by now; the fingerprint must be the content's */
         const uint8_t *secs[RS_SEC_MAX];
         for (uint32_t i = 0; i < H.nsec; i++) secs[i] = img + H.sec[i].off;

@@ -378,7 +378,19 @@ static void test_resealed(void)
             tried++;
             for (int r = -1; r < 4; r++) {
                 rs_plan Q;
-                if (rs_plan_decode(t, na, r, &Q, err, sizeof err)) {
+                int rc = rs_plan_decode(t, na, r, &Q, err, sizeof err);
+                if (r == -1) { /* a full load on two threads: the same plan, or the same first problem */
+                    rs_plan Q2;
+                    char err2[sizeof err];
+                    setenv("RESHARD_THREADS", "2", 1);
+                    int rc2 = rs_plan_decode(t, na, -1, &Q2, err2, sizeof err2);
+                    unsetenv("RESHARD_THREADS");
+                    CHECK(rc2 == rc);
+                    if (rc) CHECK(!strcmp(err, err2));
+                    else CHECK(fx_same_plan(&Q, &Q2, -1));
+                    if (!rc2) rs_plan_free(&Q2);
+                }
+                if (rc) {
                     CHECK(err[0]);
                     if (r == -1) refused++;
                     continue;
@@ -396,6 +408,48 @@ static void test_resealed(void)
                 rs_plan_free(&Q);
             }
         }
+    /* Damage to the first rank's program and to the last's (each refused alone): a full load on one
+     * thread or two reports the first rank's, as it would the last's alone. */
+    {
+        uint32_t hl = rs_rd32(a + RS_HDR_LEN);
+        uint64_t dir = 0, prog = 0;
+        for (uint32_t i = 0; i < rs_rd32(a + RS_HDR_NSECTIONS); i++) {
+            const uint8_t *e = a + hl + i * RS_SEC_ENTRY_SIZE;
+            if (rs_rd32(e) == RS_SEC_RANKS) dir = rs_rd64(e + 8);
+            if (rs_rd32(e) == RS_SEC_PROGRAMS) prog = rs_rd64(e + 8);
+        }
+        CHECK(dir && prog);
+        size_t at[2] = {0, 0};
+        int rk[2] = {0, 3};
+        char want[2][sizeof err];
+        for (int j = 0; j < 2; j++) { /* the first byte of the rank's program whose damage is refused */
+            uint64_t p0 = prog + rs_rd64(a + dir + (size_t)rk[j] * RS_DIR_ENTRY_SIZE);
+            for (size_t i = p0; i < na && !at[j]; i++) {
+                memcpy(t, a, na);
+                t[i] ^= 0xff;
+                CHECK(fx_reseal(t, na) == 0);
+                rs_plan Q;
+                if (rs_plan_decode(t, na, rk[j], &Q, want[j], sizeof want[j])) at[j] = i;
+                else rs_plan_free(&Q);
+            }
+            CHECK(at[j]);
+            char rank_s[32];
+            snprintf(rank_s, sizeof rank_s, "rank %d", rk[j]);
+            CHECK(strstr(want[j], rank_s));
+        }
+        for (int k = 0; k < 2; k++) /* damaged: the last rank, both ranks */
+            for (int th = 1; th <= 2; th++) {
+                memcpy(t, a, na);
+                t[at[1]] ^= 0xff;
+                if (k) t[at[0]] ^= 0xff;
+                CHECK(fx_reseal(t, na) == 0);
+                setenv("RESHARD_THREADS", th == 1 ? "1" : "2", 1);
+                rs_plan Q;
+                CHECK(rs_plan_decode(t, na, -1, &Q, err, sizeof err) == -1);
+                CHECK(!strcmp(err, want[k ? 0 : 1]));
+                unsetenv("RESHARD_THREADS");
+            }
+    }
     free(t);
     free(a);
     printf("resealed damage: %d tried, %d refused by the structural checks, none crashed\n", tried, refused);

@@ -1,6 +1,7 @@
 /* cmd_diff.c - `reshardc diff A B`: what changed between two plans, in words: header facts, layout
  * (tensors, buffers, meshes by name), and per rank its staging, steps, bindings and, per tensor, the
  * bytes it sends, receives and copies on each lane and with which peers. Exit 0 identical, 1 different. */
+#define _GNU_SOURCE /* qsort_r */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@ static const char *const dir_name[D_N] = {"send", "recv", "copy"};
 
 typedef struct {
     const char *tensor; /* NULL: ops that carry several tensors */
+    uint32_t key;       /* the tensor's place in name order + 1 (0: several tensors) */
     uint8_t dir, lane;
     uint32_t peer;
     uint64_t bytes;
@@ -39,35 +41,83 @@ static int name_cmp(const char *a, const char *b)
     return strcmp(a, b);
 }
 
+static int tensor_name_cmp(const void *pa, const void *pb, void *ctx)
+{
+    const rs_layout *L = ctx;
+    return strcmp(L->tensors[*(const uint32_t *)pa].name, L->tensors[*(const uint32_t *)pb].name);
+}
+
 static int xfer_cmp(const void *pa, const void *pb)
 {
     const xfer *a = pa, *b = pb;
-    int c = name_cmp(a->tensor, b->tensor);
-    if (c) return c;
+    if (a->key != b->key) return a->key < b->key ? -1 : 1;
     if (a->dir != b->dir) return a->dir - b->dir;
     if (a->peer != b->peer) return a->peer < b->peer ? -1 : 1;
     return a->lane - b->lane;
 }
 
-/* Staging messages carry several tensors (op tensor "none"); their bytes are put back on tensors
- * through the PACKs that fill a SEND's staging range and the UNPACKs that empty a RECV's, in the same
- * step, and for a forwarding SEND (an NVL step sending staging received earlier) through the UNPACKs of
- * the latest earlier RECV that holds its range. Bytes that cannot be placed stay "several tensors". */
+/* Staging messages carry several tensors (op tensor "none"); their bytes are put back on tensors through
+ * what the staging bytes hold when they are sent or received. The rank's ops are walked in program order
+ * (every step that writes bytes another reads comes before it: the waits point back, and the program has
+ * no staging race) with a map of the staging bytes to their latest writer: a PACK (its tensor) or a RECV
+ * (its own tensor, or when it carries several, the op itself). A SEND of several tensors takes the tensors
+ * of the bytes it sends; one that forwards a RECV's bytes takes the tensors of the UNPACKs that emptied
+ * that RECV's bytes on this rank. A RECV of several tensors takes the tensors of the UNPACKs that read its
+ * bytes before they are written again. Bytes that cannot be placed stay "several tensors". (Until the
+ * twenty-third session a PACK counted only for a SEND of its own step, an UNPACK for a RECV of its own:
+ * the planner packs in the NVL step before the round's NET step and unpacks in the NVL step after it,
+ * so most bytes of the examples' plans stayed "several tensors".) */
+#define RUNS_MAX 65536
+enum { C_KNOWN, C_RECV }; /* what a staging range holds: a tensor's bytes (or unknown), a RECV's bytes */
 typedef struct {
     uint64_t lo, hi;
-    uint32_t op;
-} srange;
+    uint32_t id; /* C_KNOWN: the tensor (RS_NONE: several); C_RECV: the RECV's op index */
+    uint8_t kind;
+} chunk;
+typedef rs_vec(chunk) chunk_vec;
+
+/* The first chunk of the map (disjoint, sorted) that ends after lo. */
+static size_t chunk_at(const chunk_vec *m, uint64_t lo)
+{
+    size_t a = 0, b = m->n;
+    while (a < b) {
+        size_t h = (a + b) / 2;
+        if (m->v[h].hi <= lo) a = h + 1;
+        else b = h;
+    }
+    return a;
+}
+
+/* [lo, hi) of the staging now holds what c says (c.lo and c.hi are set here). */
+static void chunk_put(chunk_vec *m, uint64_t lo, uint64_t hi, chunk c)
+{
+    if (lo >= hi) return;
+    size_t a = chunk_at(m, lo), b = a;
+    while (b < m->n && m->v[b].lo < hi) b++;
+    /* chunks a..b-1 overlap [lo, hi): their parts outside it stay */
+    chunk head = a < b ? m->v[a] : c, tail = a < b ? m->v[b - 1] : c;
+    int keep_head = a < b && head.lo < lo, keep_tail = a < b && tail.hi > hi;
+    size_t n_new = 1 + (size_t)keep_head + (size_t)keep_tail, n_old = b - a;
+    if (n_new > n_old) rs_vec_reserve(m, m->n + n_new - n_old);
+    memmove(m->v + a + n_new, m->v + b, (m->n - b) * sizeof *m->v);
+    m->n = m->n + n_new - n_old;
+    size_t k = a;
+    if (keep_head) head.hi = lo, m->v[k++] = head;
+    c.lo = lo, c.hi = hi;
+    m->v[k++] = c;
+    if (keep_tail) tail.lo = hi, m->v[k] = tail;
+}
+
 typedef struct {
-    uint32_t recv; /* op index of the RECV the bytes came in with */
+    uint32_t recv; /* op index of the RECV whose bytes an UNPACK read */
     uint64_t lo, hi;
     uint32_t tensor;
 } tag;
+typedef struct {
+    uint32_t send, recv; /* a SEND forwarding [lo, hi) of what that RECV brought in */
+    uint64_t lo, hi;
+} fwd;
 
-static int srange_cmp(const void *pa, const void *pb)
-{
-    const srange *a = pa, *b = pb;
-    return a->lo < b->lo ? -1 : a->lo > b->lo ? 1 : (a->op > b->op) - (a->op < b->op);
-}
 static int tag_cmp(const void *pa, const void *pb)
 {
     const tag *a = pa, *b = pb;
@@ -75,120 +125,173 @@ static int tag_cmp(const void *pa, const void *pb)
     return a->lo < b->lo ? -1 : a->lo > b->lo;
 }
 
-/* The ranges among v[0..n) (sorted by lo) that contain [lo, hi): up to max of them into hit (several
- * SENDs of one staging range fan it out to several peers). Returns how many. */
-static int find_ranges(const srange *v, size_t n, uint64_t lo, uint64_t hi, const srange **hit, int max)
+/* A rank's transfers, one per (tensor, direction, lane, peer), found by hash (a DeepSeek-V3 rank emits
+ * about 4000 pieces; sorting them all took a fifth of a diff). */
+typedef struct {
+    xfer *v;
+    size_t n, cap;
+    uint32_t *slot; /* index + 1 into v, 0 empty; size mask + 1 */
+    size_t mask;
+} xfer_vec;
+
+static size_t xfer_hash(const xfer *e)
 {
-    size_t a = 0, b = n;
-    while (a < b) { /* first with v.lo > lo */
-        size_t m = (a + b) / 2;
-        if (v[m].lo <= lo) a = m + 1;
-        else b = m;
-    }
-    int k = 0, miss = 0;
-    for (size_t i = a; i-- > 0 && k < max && miss < 16;) {
-        if (v[i].lo <= lo && hi <= v[i].hi) hit[k++] = &v[i];
-        else if (k) break;
-        else miss++;
-    }
-    return k;
+    uint64_t h = ((uint64_t)e->key << 32 | e->peer) * 0x9e3779b97f4a7c15ull ^ ((uint64_t)e->dir << 8 | e->lane);
+    return (size_t)(h ^ h >> 29);
 }
 
-typedef rs_vec(xfer) xfer_vec;
+static void xfer_slot_put(xfer_vec *x, size_t i)
+{
+    size_t k = xfer_hash(&x->v[i]) & x->mask;
+    while (x->slot[k]) k = (k + 1) & x->mask;
+    x->slot[k] = (uint32_t)i + 1;
+}
 
-static void summarize(const rs_plan *P, uint32_t r, rank_sum *out)
+static void emit(xfer_vec *x, xfer e)
+{
+    if (2 * (x->n + 1) > x->mask + 1) { /* grow the table (and rehash) */
+        size_t size = x->mask ? 2 * (x->mask + 1) : 64;
+        free(x->slot);
+        x->slot = rs_xcalloc(size, sizeof *x->slot);
+        x->mask = size - 1;
+        for (size_t i = 0; i < x->n; i++) xfer_slot_put(x, i);
+    }
+    for (size_t k = xfer_hash(&e) & x->mask; x->slot[k]; k = (k + 1) & x->mask) {
+        xfer *o = &x->v[x->slot[k] - 1];
+        if (o->key == e.key && o->dir == e.dir && o->lane == e.lane && o->peer == e.peer) {
+            o->bytes += e.bytes;
+            return;
+        }
+    }
+    rs_vec_push(x, e);
+    xfer_slot_put(x, x->n - 1);
+}
+
+/* Each tensor's place in the order of the plan's tensor names (what xfer_cmp sorts by: comparing the
+ * names took a quarter of a diff of DeepSeek-V3's plans). */
+static uint32_t *name_order(const rs_layout *L)
+{
+    uint32_t *ix = rs_xcalloc(L->ntensors + 1, sizeof *ix), *at = rs_xcalloc(L->ntensors + 1, sizeof *at);
+    for (uint32_t t = 0; t < L->ntensors; t++) ix[t] = t;
+    qsort_r(ix, L->ntensors, sizeof *ix, tensor_name_cmp, (void *)L);
+    for (uint32_t i = 0; i < L->ntensors; i++) at[ix[i]] = i;
+    free(ix);
+    return at;
+}
+
+/* order: name_order's */
+static void summarize(const rs_plan *P, uint32_t r, const uint32_t *order, rank_sum *out)
 {
     const rs_rank_prog *g = &P->ranks[r];
     const rs_layout *L = &P->layout;
     memset(out, 0, sizeof *out);
     xfer_vec x = {0};
-    rs_vec(srange) sends = {0}, recvs = {0};
+    chunk_vec map = {0};
     rs_vec(tag) tags = {0};
-    uint64_t *cov = rs_xcalloc(g->nops + 1, sizeof *cov);          /* bytes of a staging op placed on tensors */
-    uint32_t *rbeg = rs_xcalloc(g->nsteps + 1, sizeof *rbeg);      /* step -> its RECV ranges in recvs */
-    uint32_t *tbeg = rs_xcalloc(g->nops + 1, sizeof *tbeg), *tcnt = rs_xcalloc(g->nops + 1, sizeof *tcnt);
+    rs_vec(fwd) fwds = {0};
+    uint64_t *cov = rs_xcalloc(g->nops + 1, sizeof *cov);   /* bytes of a staging op placed on tensors */
+    uint8_t *lane = rs_xcalloc(g->nops + 1, sizeof *lane); /* each op's step's lane */
 #define TNAME(t) ((t) < L->ntensors ? L->tensors[t].name : NULL)
-#define EMIT(tn, d, ln, pr, by) rs_vec_push(&x, ((xfer){(tn), (uint8_t)(d), (uint8_t)(ln), (pr), (by)}))
+#define EMIT(t, d, ln, pr, by)                                                                     \
+    emit(&x, (xfer){TNAME(t), TNAME(t) ? order[t] + 1 : 0, (uint8_t)(d), (uint8_t)(ln), (pr), (by)})
+#define SEVERAL(o) ((o)->loc == RS_LOC_STAGING && !TNAME((o)->tensor)) /* a SEND or RECV of several tensors */
     for (uint32_t s = 0; s < g->nsteps; s++) {
         const rs_step *st = &g->steps[s];
-        size_t s0 = sends.n;
-        rbeg[s] = (uint32_t)recvs.n;
         for (uint32_t k = 0; k < st->nops; k++) {
             uint32_t oi = st->op_begin + k;
             const rs_op *o = &g->ops[oi];
-            if ((o->code == RS_OP_SEND || o->code == RS_OP_RECV) && o->loc == RS_LOC_STAGING && !TNAME(o->tensor)) {
-                srange q = {o->off, o->off + o->bytes, oi};
-                if (o->code == RS_OP_SEND) rs_vec_push(&sends, q);
-                else rs_vec_push(&recvs, q);
-            } else if (o->code == RS_OP_SEND || o->code == RS_OP_RECV) {
-                EMIT(TNAME(o->tensor), o->code == RS_OP_SEND ? D_SEND : D_RECV, st->lane, o->peer, o->bytes);
-            } else if (o->code == RS_OP_COPY) {
-                EMIT(TNAME(o->tensor), D_COPY, st->lane, 0, o->bytes);
-            }
-        }
-        if (sends.n > s0) qsort(sends.v + s0, sends.n - s0, sizeof *sends.v, srange_cmp);
-        if (recvs.n > rbeg[s]) qsort(recvs.v + rbeg[s], recvs.n - rbeg[s], sizeof *recvs.v, srange_cmp);
-        size_t t0 = tags.n;
-        for (uint32_t k = 0; k < st->nops; k++) {
-            const rs_op *o = &g->ops[st->op_begin + k];
-            if (o->code != RS_OP_PACK && o->code != RS_OP_UNPACK) continue;
-            rs_desc db;
-            const rs_desc *d = rs_prog_desc(g, o->code == RS_OP_PACK ? o->dst : o->src, &db);
-            int pack = o->code == RS_OP_PACK;
-            const srange *hit[64];
-            int nh = pack ? find_ranges(sends.v + s0, sends.n - s0, d->offset, d->offset + o->bytes, hit, 64)
-                          : find_ranges(recvs.v + rbeg[s], recvs.n - rbeg[s], d->offset, d->offset + o->bytes, hit, 1);
-            for (int h = 0; h < nh; h++) {
-                const srange *q = hit[h];
-                EMIT(TNAME(o->tensor), pack ? D_SEND : D_RECV, st->lane, g->ops[q->op].peer, o->bytes);
-                cov[q->op] += o->bytes;
-                if (!pack) rs_vec_push(&tags, ((tag){q->op, d->offset, d->offset + o->bytes, o->tensor}));
-            }
-        }
-        if (tags.n > t0) qsort(tags.v + t0, tags.n - t0, sizeof *tags.v, tag_cmp);
-        for (size_t i = t0; i < tags.n; i++) {
-            if (!tcnt[tags.v[i].recv]) tbeg[tags.v[i].recv] = (uint32_t)i;
-            tcnt[tags.v[i].recv]++;
-        }
-        /* forwarding: staging sent without packing comes from an earlier RECV of the other lane */
-        for (size_t i = s0; i < sends.n; i++) {
-            const srange *q = &sends.v[i];
-            const rs_op *o = &g->ops[q->op];
-            if (cov[q->op] >= o->bytes) continue;
-            for (uint32_t t = s; t-- > 0 && cov[q->op] < o->bytes;) {
-                if (g->steps[t].lane == st->lane) continue;
-                const srange *rv;
-                if (!find_ranges(recvs.v + rbeg[t], rbeg[t + 1] - rbeg[t], q->lo, q->hi, &rv, 1)) continue;
-                for (uint32_t j = 0; j < tcnt[rv->op]; j++) {
-                    const tag *tg = &tags.v[tbeg[rv->op] + j];
-                    uint64_t lo = tg->lo > q->lo ? tg->lo : q->lo, hi = tg->hi < q->hi ? tg->hi : q->hi;
-                    if (lo >= hi) continue;
-                    EMIT(TNAME(tg->tensor), D_SEND, st->lane, o->peer, hi - lo);
-                    cov[q->op] += hi - lo;
+            lane[oi] = (uint8_t)st->lane;
+            int send = o->code == RS_OP_SEND;
+            if (send || o->code == RS_OP_RECV) {
+                if (!SEVERAL(o)) EMIT(o->tensor, send ? D_SEND : D_RECV, st->lane, o->peer, o->bytes);
+                if (send && SEVERAL(o)) { /* the tensors of the bytes it sends */
+                    uint64_t lo = o->off, hi = o->off + o->bytes;
+                    for (size_t i = chunk_at(&map, lo); i < map.n && map.v[i].lo < hi; i++) {
+                        const chunk *c = &map.v[i];
+                        uint64_t a = c->lo > lo ? c->lo : lo, b = c->hi < hi ? c->hi : hi;
+                        if (c->kind == C_RECV) {
+                            rs_vec_push(&fwds, ((fwd){oi, c->id, a, b}));
+                        } else if (TNAME(c->id)) {
+                            EMIT(c->id, D_SEND, st->lane, o->peer, b - a);
+                            cov[oi] += b - a;
+                        }
+                    }
+                } else if (!send && o->loc == RS_LOC_STAGING) {
+                    chunk c = {0, 0, SEVERAL(o) ? oi : o->tensor, SEVERAL(o) ? C_RECV : C_KNOWN};
+                    chunk_put(&map, o->off, o->off + o->bytes, c);
                 }
-                break;
+            } else if (o->code == RS_OP_COPY) {
+                EMIT(o->tensor, D_COPY, st->lane, 0, o->bytes);
+            } else if (o->code == RS_OP_PACK || o->code == RS_OP_UNPACK) {
+                int pack = o->code == RS_OP_PACK;
+                rs_desc db;
+                const rs_desc *d = rs_prog_desc(g, pack ? o->dst : o->src, &db);
+                /* the staging side's runs (a PACK's region may interleave the messages to several
+                 * peers); a region of more runs than RUNS_MAX is left unplaced */
+                uint64_t nrun = 1, idx[RS_DESC_MAX_DIMS] = {0};
+                uint32_t nd = d->ndim;
+                if (d->loc != RS_LOC_STAGING || !nd) continue;
+                for (uint32_t k = 0; k + 1 < nd && nrun <= RUNS_MAX; k++)
+                    nrun = d->count[k] > RUNS_MAX ? RUNS_MAX + 1 : nrun * d->count[k];
+                if (nrun > RUNS_MAX) continue;
+                for (uint64_t q = 0; q < nrun; q++) {
+                    uint64_t lo = d->offset, hi;
+                    for (uint32_t k = 0; k + 1 < nd; k++) lo += idx[k] * d->stride[k];
+                    hi = lo + d->count[nd - 1];
+                    for (uint32_t k = nd - 1; k-- > 0 && ++idx[k] == d->count[k];) idx[k] = 0;
+                    if (pack) {
+                        chunk_put(&map, lo, hi, (chunk){0, 0, o->tensor, C_KNOWN});
+                        continue;
+                    }
+                    for (size_t i = chunk_at(&map, lo); i < map.n && map.v[i].lo < hi; i++) {
+                        const chunk *c = &map.v[i];
+                        if (c->kind != C_RECV) continue;
+                        uint64_t a = c->lo > lo ? c->lo : lo, b = c->hi < hi ? c->hi : hi;
+                        rs_vec_push(&tags, ((tag){c->id, a, b, o->tensor}));
+                    }
+                }
             }
         }
-        rbeg[s + 1] = (uint32_t)recvs.n;
+    }
+    /* the RECVs of several tensors, by the UNPACKs that emptied them */
+    if (tags.n) qsort(tags.v, tags.n, sizeof *tags.v, tag_cmp);
+    uint32_t *tbeg = rs_xcalloc(g->nops + 2, sizeof *tbeg); /* RECV -> its tags: [tbeg[op], tbeg[op + 1]) */
+    for (size_t i = 0; i < tags.n; i++) tbeg[tags.v[i].recv + 1]++;
+    for (uint32_t i = 0; i < g->nops; i++) tbeg[i + 1] += tbeg[i];
+    for (size_t i = 0; i < tags.n; i++) {
+        const tag *t = &tags.v[i];
+        const rs_op *q = &g->ops[t->recv];
+        if (!TNAME(t->tensor)) continue;
+        EMIT(t->tensor, D_RECV, lane[t->recv], q->peer, t->hi - t->lo);
+        cov[t->recv] += t->hi - t->lo;
+    }
+    /* forwarding SENDs, by the tensors of the RECV bytes they send */
+    for (size_t i = 0; i < fwds.n; i++) {
+        const fwd *f = &fwds.v[i];
+        const rs_op *o = &g->ops[f->send];
+        for (uint32_t j = tbeg[f->recv]; j < tbeg[f->recv + 1]; j++) {
+            const tag *t = &tags.v[j];
+            uint64_t a = t->lo > f->lo ? t->lo : f->lo, b = t->hi < f->hi ? t->hi : f->hi;
+            if (a >= b || !TNAME(t->tensor)) continue;
+            EMIT(t->tensor, D_SEND, lane[f->send], o->peer, b - a);
+            cov[f->send] += b - a;
+        }
     }
     /* what could not be placed */
     for (uint32_t oi = 0; oi < g->nops; oi++) {
         const rs_op *o = &g->ops[oi];
-        if ((o->code != RS_OP_SEND && o->code != RS_OP_RECV) || o->loc != RS_LOC_STAGING || TNAME(o->tensor)) continue;
-        if (cov[oi] >= o->bytes) continue;
-        uint32_t s = 0;
-        while (s + 1 < g->nsteps && g->steps[s + 1].op_begin <= oi) s++;
-        EMIT(NULL, o->code == RS_OP_SEND ? D_SEND : D_RECV, g->steps[s].lane, o->peer, o->bytes - cov[oi]);
+        if ((o->code != RS_OP_SEND && o->code != RS_OP_RECV) || !SEVERAL(o) || cov[oi] >= o->bytes) continue;
+        EMIT(RS_NONE, o->code == RS_OP_SEND ? D_SEND : D_RECV, lane[oi], o->peer, o->bytes - cov[oi]);
     }
+#undef SEVERAL
 #undef EMIT
 #undef TNAME
     free(cov);
-    free(rbeg);
+    free(lane);
     free(tbeg);
-    free(tcnt);
-    rs_vec_free(&sends);
-    rs_vec_free(&recvs);
+    rs_vec_free(&map);
     rs_vec_free(&tags);
+    rs_vec_free(&fwds);
     size_t n = x.n;
     xfer *xs = x.v;
     if (n) qsort(xs, n, sizeof *xs, xfer_cmp);
@@ -198,7 +301,7 @@ static void summarize(const rs_plan *P, uint32_t r, rank_sum *out)
         tsum *t = &out->v[out->n++];
         t->tensor = xs[i].tensor;
         size_t j = i;
-        for (; j < n && !name_cmp(xs[j].tensor, t->tensor); j++) {
+        for (; j < n && xs[j].key == xs[i].key; j++) {
             t->bytes[xs[j].dir][xs[j].lane] += xs[j].bytes;
             if (xs[j].dir == D_COPY) continue;
             int d = xs[j].dir;
@@ -211,6 +314,7 @@ static void summarize(const rs_plan *P, uint32_t r, rank_sum *out)
         i = j;
     }
     rs_vec_free(&x);
+    free(x.slot);
 }
 
 static void print_peers(FILE *f, const rank_sum *s, const tsum *t, int d)
@@ -443,7 +547,9 @@ static int diff_bindings(uint32_t r, const rs_plan *A, const rs_plan *B)
     return changed;
 }
 
-static int diff_rank(uint32_t r, const rs_plan *A, const rs_plan *B, uint64_t *npairs)
+/* oa, ob: name_order of A's and B's layouts */
+static int diff_rank(uint32_t r, const rs_plan *A, const rs_plan *B, const uint32_t *oa, const uint32_t *ob,
+                     uint64_t *npairs)
 {
     const rs_rank_prog *ga = &A->ranks[r], *gb = &B->ranks[r];
     int changed = 0;
@@ -464,8 +570,8 @@ static int diff_rank(uint32_t r, const rs_plan *A, const rs_plan *B, uint64_t *n
     }
     changed |= diff_bindings(r, A, B);
     rank_sum sa, sb;
-    summarize(A, r, &sa);
-    summarize(B, r, &sb);
+    summarize(A, r, oa, &sa);
+    summarize(B, r, ob, &sb);
     size_t i = 0, j = 0;
     while (i < sa.n || j < sb.n) {
         int c = i >= sa.n ? 1 : j >= sb.n ? -1 : name_cmp(sa.v[i].tensor, sb.v[j].tensor);
@@ -531,7 +637,10 @@ int rs_cmd_diff(int argc, char **argv)
     diff_layout(&A.layout, &B.layout);
     uint32_t both = ta->world < tb->world ? ta->world : tb->world, nranks = 0;
     uint64_t npairs = 0;
-    for (uint32_t r = 0; r < both; r++) nranks += diff_rank(r, &A, &B, &npairs);
+    uint32_t *oa = name_order(&A.layout), *ob = name_order(&B.layout);
+    for (uint32_t r = 0; r < both; r++) nranks += diff_rank(r, &A, &B, oa, ob, &npairs);
+    free(oa);
+    free(ob);
     for (uint32_t r = both; r < ta->world || r < tb->world; r++) {
         printf("rank %u  only in %s\n", r, r < ta->world ? "A" : "B");
         nranks++;

@@ -84,17 +84,28 @@ foreach(g row_to_column replicated_one_domain replicated_across_domains pipeline
   rs_golden_args(${CMAKE_CURRENT_SOURCE_DIR}/golden/${g}.layout args)
   rs_add_golden_dump(${g} ${CMAKE_CURRENT_SOURCE_DIR}/golden/${g}.layout ${args})
 endforeach()
-# `reshardc diff` across layouts: a balanced split against a nested chunked one (format 1.2 -> 1.1, every
-# inference rank's experts), then a changed mesh and its view (TPI 3 -> 2: ranks, sizes, world)
-set(RS_DIFF_LAYOUT ${CMAKE_CURRENT_SOURCE_DIR}/golden/diff_layouts.layout)
-foreach(d "bal0:-D BAL=0" "tpi2:-D TPI=2")
-  string(REPLACE ":" ";" d "${d}")
-  list(GET d 0 n)
-  list(GET d 1 args)
-  rs_add_golden(golden_diff_layouts_${n} ${CMAKE_CURRENT_SOURCE_DIR}/golden/diff_layouts_${n}.diff STATUS 1
-                COMMAND sh -c "$<TARGET_FILE:reshardc> ${RS_DIFF_LAYOUT} -o a_${n}.bin --quiet && \
-$<TARGET_FILE:reshardc> ${RS_DIFF_LAYOUT} ${args} -o b_${n}.bin --quiet && $<TARGET_FILE:reshardc> diff a_${n}.bin b_${n}.bin")
-endforeach()
+# Golden `reshardc diff`s of golden/NAME.layout compiled as it is (A) and with each variant's options (B):
+# each variant "V:OPTIONS" is the test golden_NAME_V against golden/NAME_V.diff.
+function(rs_add_golden_diffs name)
+  set(layout ${CMAKE_CURRENT_SOURCE_DIR}/golden/${name}.layout)
+  foreach(d ${ARGN})
+    string(REPLACE ":" ";" d "${d}")
+    list(GET d 0 n)
+    list(GET d 1 args)
+    rs_add_golden(golden_${name}_${n} ${CMAKE_CURRENT_SOURCE_DIR}/golden/${name}_${n}.diff STATUS 1
+                  COMMAND sh -c "$<TARGET_FILE:reshardc> ${layout} -o ${name}_a_${n}.bin --quiet && \
+$<TARGET_FILE:reshardc> ${layout} ${args} -o ${name}_b_${n}.bin --quiet && \
+$<TARGET_FILE:reshardc> diff ${name}_a_${n}.bin ${name}_b_${n}.bin")
+  endforeach()
+endfunction()
+# across layouts: a balanced split against a nested chunked one (format 1.2 -> 1.1, every inference rank's
+# experts), then a changed mesh and its view (TPI 3 -> 2: ranks, sizes, world)
+rs_add_golden_diffs(diff_layouts "bal0:-D BAL=0" "tpi2:-D TPI=2")
+# coalesced messages (several tensors each, packed in the NVL step before the round's NET step, unpacked
+# in the one after, forwarded in the domain): one tensor resharded (C = 1) names that tensor alone; a
+# staging budget of 1 KiB (17 rounds instead of 1) changes staging, steps and ops, and no (rank, tensor)
+# pair
+rs_add_golden_diffs(diff_coalesced "c1:-D C=1" "staging:--staging 1024")
 # the same fan-out layout with a tiny staging budget: several rounds, NVLink fan-out of round k
 # overlapping the network transfer of round k + 1 (waits between the lanes)
 rs_golden_args(${CMAKE_CURRENT_SOURCE_DIR}/golden/replicated_one_domain.layout args)

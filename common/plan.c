@@ -67,6 +67,7 @@ struct rs_prog_block {
 void rs_plan_free(rs_plan *P)
 {
     if (!P) return;
+    rs_plan_verify_pre_free(P->verify_pre); /* (its thread reads the bindings) */
     if (P->ranks) {
         for (uint32_t r = 0; r < P->layout.topo.world; r++) {
             rs_rank_prog *g = &P->ranks[r];

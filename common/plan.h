@@ -129,6 +129,7 @@ typedef struct {
 
 /* Large blocks a plan owns, that the planner puts its finished programs in (rs_prog_block_alloc). */
 typedef struct rs_prog_block rs_prog_block;
+typedef struct rs_verify_pre rs_verify_pre; /* (plan_verify_all.c) */
 
 typedef struct rs_plan {
     rs_layout layout;     /* includes the topology */
@@ -139,6 +140,7 @@ typedef struct rs_plan {
     /* Set by the planner once rs_plan_verify_all passed: the writer then skips the per-rank checks it
      * would repeat (10 % of a DeepSeek-V3 compile's instructions). Clear it after editing the plan. */
     int verified;
+    rs_verify_pre *verify_pre; /* the verifier's piece index being made ahead (the planner's), or NULL */
     rs_prog_block *blocks; /* the blocks of the ranks with in_blocks set (a list; two threads add to it) */
 } rs_plan;
 
@@ -311,6 +313,18 @@ enum {
     RS_VERIFY_PARTS
 };
 int rs_plan_verify_all_timed(const rs_plan *P, char *err, size_t errlen, uint64_t *work, double *seconds);
+/* The verifier's piece index (which rank holds which block of which piece in which binding) depends on the
+ * layout and every rank's bindings alone. A caller that sets every P->ranks[r].nbindings and bindings
+ * before the programs (the planner) can have it made on a thread of its own meanwhile: start returns it
+ * (NULL when the layout is small, one thread is to be used, or no thread starts), and neither the layout's
+ * arrays nor the bindings may change until rs_plan_verify_all_pre takes it (the layout struct itself may
+ * be moved). rs_plan_verify_all_pre is rs_plan_verify_all_timed with the index given (pre may be NULL); it
+ * frees pre, passed or failed. rs_plan_verify_pre_free waits for an index not taken and frees it
+ * (rs_plan_free frees P->verify_pre so). Results and messages are those of rs_plan_verify_all. */
+rs_verify_pre *rs_plan_verify_pre_start(const rs_plan *P, const rs_layout *L);
+int rs_plan_verify_all_pre(const rs_plan *P, rs_verify_pre *pre, char *err, size_t errlen, uint64_t *work,
+                           double *seconds);
+void rs_plan_verify_pre_free(rs_verify_pre *pre);
 
 #ifdef __cplusplus
 }

@@ -2751,6 +2751,7 @@ typedef struct {
 #define DQ_BATCHES 16
 #define DQ_JOBS 2048    /* a batch is handed over at this many checks */
 #define DQ_PROVS 65536  /* or this many sources */
+#define PRE_MIN_PAIRS 4096 /* layouts with fewer (rank, piece) pairs index them when verified (a thread ahead costs more) */
 #define DQ_MIN_OPS 16384 /* plans with fewer ops are checked on one thread (a thread costs more than it saves) */
 struct dpipe {
     pthread_mutex_t mu;
@@ -3620,15 +3621,78 @@ int rs_plan_verify_all_work(const rs_plan *P, char *err, size_t errlen, uint64_t
  * checks, which come before it, pass without a second look (their runs taken from the budget first). */
 typedef struct {
     vctx c;
+    rs_verify_pre *pre; /* the index made ahead, taken here (NULL: made here) */
     int rc;         /* build_pieces' */
     int relays;     /* run the relay check after it */
     int relays_rc;  /* its verdict (its problem is in c.err only when rc is 0) */
 } pieces_job;
 
+/* The piece index made ahead (rs_plan_verify_pre_start): build_pieces on a thread of its own, from the
+ * layout and every rank's bindings alone, while the planner builds the programs. */
+struct rs_verify_pre {
+    rs_layout L; /* a copy of the layout's fields (the planner moves the layout; its arrays stay put) */
+    vctx c;
+    pthread_t th;
+    int rc;
+};
+
+static void *pre_main(void *arg)
+{
+    rs_verify_pre *v = arg;
+    v->rc = build_pieces(&v->c);
+    return NULL;
+}
+
+rs_verify_pre *rs_plan_verify_pre_start(const rs_plan *P, const rs_layout *L)
+{
+    uint64_t pairs = 0; /* (rank, piece) pairs, as build_pieces counts them at most */
+    for (uint32_t pi = 0; pi < L->npieces; pi++) pairs += L->meshes[L->pieces[pi].mesh].nranks;
+    if (!P->ranks || rs_threads(pairs, PRE_MIN_PAIRS) < 2) return NULL;
+    rs_verify_pre *v = rs_xcalloc(1, sizeof *v);
+    v->L = *L;
+    v->c.P = P;
+    v->c.L = &v->L;
+    v->c.world = L->topo.world;
+    v->c.errlen = 512;
+    v->c.err = rs_xcalloc(v->c.errlen, 1);
+    if (rs_thread_start(&v->th, pre_main, v)) {
+        free(v->c.err);
+        free(v);
+        return NULL;
+    }
+    return v;
+}
+
+/* Wait for v's index and move it into c (its problem, if any, into c's error); v is freed. */
+static int pre_take(rs_verify_pre *v, vctx *c)
+{
+    pthread_join(v->th, NULL);
+    c->vp = v->c.vp, c->nvp = v->c.nvp, c->dv = v->c.dv, c->vp_index = v->c.vp_index, c->vb = v->c.vb;
+    int rc = v->rc ? ctx_take_err(c, &v->c) : 0;
+    free(v->c.err);
+    free(v);
+    return rc;
+}
+
+void rs_plan_verify_pre_free(rs_verify_pre *v)
+{
+    if (!v) return;
+    vctx c;
+    memset(&c, 0, sizeof c);
+    c.world = v->c.world;
+    pre_take(v, &c);
+    free(c.vp);
+    rs_vec_free(&c.dv);
+    free(c.vp_index);
+    if (c.vb)
+        for (uint32_t r = 0; r < c.world; r++) free(c.vb[r]);
+    free(c.vb);
+}
+
 static void *pieces_thread(void *arg)
 {
     pieces_job *j = arg;
-    j->rc = build_pieces(&j->c);
+    j->rc = j->pre ? pre_take(j->pre, &j->c) : build_pieces(&j->c);
     if (!j->rc && j->relays) j->relays_rc = check_relays(&j->c);
     return NULL;
 }
@@ -3706,6 +3770,12 @@ static double wall_now(void)
 
 int rs_plan_verify_all_timed(const rs_plan *P, char *err, size_t errlen, uint64_t *work, double *seconds)
 {
+    return rs_plan_verify_all_pre(P, NULL, err, errlen, work, seconds);
+}
+
+int rs_plan_verify_all_pre(const rs_plan *P, rs_verify_pre *pre, char *err, size_t errlen, uint64_t *work,
+                           double *seconds)
+{
     double t_ = seconds ? wall_now() : 0;
     if (seconds)
         for (int i = 0; i < RS_VERIFY_PARTS; i++) seconds[i] = 0;
@@ -3728,7 +3798,10 @@ int rs_plan_verify_all_timed(const rs_plan *P, char *err, size_t errlen, uint64_
     c.errlen = errlen;
     c.world = P->layout.topo.world;
     if (err && errlen) err[0] = 0;
-    if (!P->ranks) return vfail(&c, "no programs");
+    if (!P->ranks) {
+        rs_plan_verify_pre_free(pre);
+        return vfail(&c, "no programs");
+    }
     /* Each rank's alignment and race checks run right after its structural check, while its program is
      * in cache (each pass over all programs streamed hundreds of MB from memory), quietly: the checks
      * between them come first, so a problem (or a run budget they would exceed) is left to the checks in
@@ -3770,6 +3843,7 @@ int rs_plan_verify_all_timed(const rs_plan *P, char *err, size_t errlen, uint64_
         }
         if (rc) {
             free(c.reads_dst);
+            rs_plan_verify_pre_free(pre);
             return -1;
         }
     }
@@ -3797,11 +3871,13 @@ int rs_plan_verify_all_timed(const rs_plan *P, char *err, size_t errlen, uint64_
         int two = rs_threads(G.nops, DQ_MIN_OPS) > 1;
         if (two) {
             pj.c = c;
+            pj.pre = pre;
             pj.relays = !races_bad && race_runs <= c.runs_left;
             pj.relays_rc = 0;
             if (pj.relays) pj.c.runs_left -= race_runs;
             ctx_own_err(&pj.c, &c);
             if ((two = !rs_thread_start(&th, pieces_thread, &pj)) == 0) free(pj.c.err);
+            else pre = NULL; /* (the thread takes it) */
         }
         rc = match_ops(&c, &G);
         PART_DONE(RS_VERIFY_MATCH);
@@ -3813,7 +3889,8 @@ int rs_plan_verify_all_timed(const rs_plan *P, char *err, size_t errlen, uint64_
             if (!rc) rc = relays_after(&c, races_bad, race_runs, &pj);
             free(pj.c.err);
         } else {
-            if (!rc) rc = build_pieces(&c);
+            if (!rc && pre) rc = pre_take(pre, &c), pre = NULL;
+            else if (!rc) rc = build_pieces(&c);
             PART_DONE(RS_VERIFY_PIECES);
             if (!rc) rc = relays_after(&c, races_bad, race_runs, NULL);
         }
@@ -3838,6 +3915,7 @@ int rs_plan_verify_all_timed(const rs_plan *P, char *err, size_t errlen, uint64_
     PART_DONE(RS_VERIFY_COVERAGE);
 #undef PART_DONE
     if (work) *work = c.budget;
+    rs_plan_verify_pre_free(pre); /* (not taken: an earlier check failed) */
     free_all(&c, &G);
     return rc ? -1 : 0;
 }

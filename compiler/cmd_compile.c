@@ -320,6 +320,7 @@ int rs_cmd_compile(int argc, char **argv)
     FILE *pd = rs_progress_on() ? open_memstream(&pdiag, &pdiag_len) : NULL;
     int verify = po.verify;
     po.verify = 0; /* verified below, while the plan is written */
+    po.verify_ahead = verify;
     rs_progress_begin("planning", 0, "");
     int prc = rs_planner_run(&ir, &po, &P, &S, pd ? pd : stderr);
     rs_progress_end();

@@ -490,6 +490,9 @@ int pl_do_part(pl_ctx *c, const pl_cell *cell, const pl_part *p); /* the pass's 
 void pl_after_pass1(pl_ctx *c);
 void pl_pass2(pl_ctx *c); /* pass 2 from the parts pass 1 recorded (the same routing, without redoing it) */
 void pl_after_pass2(pl_ctx *c);
+/* Every rank's program with its rank and bindings (from pl_bindings), before the programs are built: the
+ * verifier's piece index can be made from them meanwhile (rs_plan_verify_pre_start). */
+void pl_rank_bindings(pl_ctx *c);
 void pl_involve(pl_ctx *c, uint32_t rank);         /* pass 1: the current tensor has a part involving rank */
 void pl_tensor_planned(pl_ctx *c);                 /* pass 3: the current tensor is planned */
 int pl_finalize(pl_ctx *c, rs_plan *out);

@@ -376,6 +376,12 @@ int rs_planner_plan(rs_layout *L, const rs_plan_opts *o, rs_plan *out, rs_plan_s
     double t = now_s(), t2;
 #define LAP(i) (t2 = now_s(), c.st->seconds[i] = t2 - t, c.st->peak_kib[i] = peak_kib(), t = t2)
     int rc = pl_bindings(&c);
+    if (!rc) {
+        /* every rank's bindings now, so that the verifier's piece index is made from them on another
+         * core while the one-threaded start of planning (pass 1, the rounds) leaves it idle */
+        pl_rank_bindings(&c);
+        if (o->verify || o->verify_ahead) out->verify_pre = rs_plan_verify_pre_start(out, L);
+    }
     LAP(0);
     if (!rc) rc = run_pass(&c, 1);
     if (!rc) {
@@ -437,7 +443,9 @@ int rs_planner_verify(rs_plan *P, rs_plan_stats *stats, char *err, size_t errlen
 {
     double t = now_s();
     char verr[512];
-    int vrc = rs_plan_verify_all_timed(P, verr, sizeof verr, NULL, stats ? stats->verify_seconds : NULL);
+    rs_verify_pre *pre = P->verify_pre; /* (taken and freed by the verifier) */
+    P->verify_pre = NULL;
+    int vrc = rs_plan_verify_all_pre(P, pre, verr, sizeof verr, NULL, stats ? stats->verify_seconds : NULL);
     if (stats) stats->seconds[5] = now_s() - t, stats->peak_kib[5] = peak_kib();
     /* No heap trim here (there was one, for the peak while the plan was encoded after this): handing back
      * the verifier's pages split the huge pages the programs lie in, and issue 3's case was encoded in

@@ -24,6 +24,8 @@ typedef struct {
     uint64_t fine_min;         /* the smallest fine chunk of a part that spans rounds (default 64 KiB; the
                                   property tests lower it so that small layouts span rounds too) */
     int verify;                /* run rs_plan_verify_all before returning (default 1) */
+    int verify_ahead;          /* verify is 0, and rs_planner_verify will verify the plan: make the verifier's
+                                  piece index meanwhile all the same (out->verify_pre; reshardc does) */
     int strided_reads;         /* let the source side of PACK, UNPACK and COPY step through memory in any
                                   order (a stride below the span inside it, or 0): one PACK then gathers a
                                   column block for many receivers instead of one PACK per receiver. 1 on,

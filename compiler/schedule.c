@@ -3328,7 +3328,6 @@ static void place_program(pl_ctx *c, pl_builder *w, rs_rank_prog *g, prog_out *o
 static void build_rank(pl_ctx *c, pl_builder *w, uint32_t r)
 {
     rs_plan *out = c->out;
-    const rs_layout *L = c->L;
     msg_vec snd = {0}, rcv = {0};
     rs_assert(!c->rank_built[r]);
     c->rank_built[r] = 1;
@@ -3357,22 +3356,7 @@ static void build_rank(pl_ctx *c, pl_builder *w, uint32_t r)
         }
     }
     rs_rank_prog *g = &out->ranks[r];
-    g->rank = r;
-    g->loaded = 1;
-    /* bindings */
-    uint32_t nb = c->bind_begin[r + 1] - c->bind_begin[r];
-    g->nbindings = nb;
-    g->bindings = rs_xcalloc(nb + 1, sizeof *g->bindings);
-    for (uint32_t i = 0; i < nb; i++) {
-        uint32_t j = c->bind_begin[r] + i;
-        rs_binding *x = &g->bindings[i];
-        x->buffer = c->bind_buf[j];
-        x->ndim = c->bind_nd[j];
-        memcpy(x->shape, c->bind_shape[j], sizeof x->shape);
-        uint64_t bytes = (uint64_t)rs_dtype_size(L->buffers[x->buffer].dtype);
-        for (uint32_t d = 0; d < x->ndim; d++) bytes *= (uint64_t)x->shape[d];
-        x->bytes = bytes;
-    }
+    g->loaded = 1; /* (its bindings were set by pl_rank_bindings) */
     /* staging: each round's NET then NVL areas, in half k % 2 */
     uint32_t nk = 0;
     for (int lane = 0; lane < 2; lane++) {
@@ -3637,7 +3621,29 @@ static void done_order_init(pl_ctx *c)
     qsort_r(c->done_order, c->world, sizeof *c->done_order, done_cmp, c->rank_last);
     c->done_at = 0;
     c->rank_built = rs_xcalloc(c->world + 1, 1);
+}
+
+void pl_rank_bindings(pl_ctx *c)
+{
+    const rs_layout *L = c->L;
     c->out->ranks = rs_xcalloc(c->world, sizeof *c->out->ranks);
+    for (uint32_t r = 0; r < c->world; r++) {
+        rs_rank_prog *g = &c->out->ranks[r];
+        uint32_t nb = c->bind_begin[r + 1] - c->bind_begin[r];
+        g->rank = r;
+        g->nbindings = nb;
+        g->bindings = rs_xcalloc(nb + 1, sizeof *g->bindings);
+        for (uint32_t i = 0; i < nb; i++) {
+            uint32_t j = c->bind_begin[r] + i;
+            rs_binding *x = &g->bindings[i];
+            x->buffer = c->bind_buf[j];
+            x->ndim = c->bind_nd[j];
+            memcpy(x->shape, c->bind_shape[j], sizeof x->shape);
+            uint64_t bytes = (uint64_t)rs_dtype_size(L->buffers[x->buffer].dtype);
+            for (uint32_t d = 0; d < x->ndim; d++) bytes *= (uint64_t)x->shape[d];
+            x->bytes = bytes;
+        }
+    }
 }
 
 static void free_pass_state(pl_ctx *c);

@@ -988,6 +988,35 @@ static int run_bound(uint64_t n, uint64_t seed0)
 /* ---- the verifier bites ---- */
 
 
+/* Damage one rank's bindings (its last one dropped, or a dim of one's shape grown); NULL when the plan has
+ * no binding. */
+static uint64_t xorshift(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static const char *damage_bindings(rs_plan *Q, uint64_t *state)
+{
+    uint32_t world = Q->layout.topo.world, r0 = (uint32_t)(xorshift(state) % world);
+    for (uint32_t k = 0; k < world; k++) {
+        rs_rank_prog *g = &Q->ranks[(r0 + k) % world];
+        if (!g->nbindings) continue;
+        rs_binding *x = &g->bindings[xorshift(state) % g->nbindings];
+        if (xorshift(state) % 2 || !x->ndim) {
+            g->nbindings--;
+            return "a binding dropped";
+        }
+        uint32_t d = (uint32_t)(xorshift(state) % x->ndim);
+        x->bytes = x->bytes / (uint64_t)x->shape[d] * (uint64_t)(x->shape[d] + 1); /* (its bytes still match) */
+        x->shape[d]++;
+        return "a binding's shape grown";
+    }
+    return NULL;
+}
+
 static int run_mutate(uint64_t n, uint64_t seed0)
 {
     uint64_t caught = 0, both_ok = 0, strict = 0, tried = 0;
@@ -1019,7 +1048,9 @@ static int run_mutate(uint64_t n, uint64_t seed0)
                 failures++;
                 break;
             }
-            const char *what = rs_mutate(&Q, &rnd_state);
+            /* the fourth copy: a rank's bindings damaged instead (what only the piece index reads: a binding
+             * dropped, or its shape changed), so that its problems are compared below too */
+            const char *what = m == 3 ? damage_bindings(&Q, &rnd_state) : rs_mutate(&Q, &rnd_state);
             if (!what) {
                 rs_plan_free(&Q);
                 continue;
@@ -1039,6 +1070,18 @@ static int run_mutate(uint64_t n, uint64_t seed0)
                 fprintf(stderr, "seed %llu: mutation '%s': one thread: %s (work %llu); two: %s (work %llu)\n",
                         (unsigned long long)seed, what, bad_ver ? err : "accepted", (unsigned long long)work[0],
                         bad_ver2 ? err2 : "accepted", (unsigned long long)work[1]);
+                failures++;
+            }
+            /* and with the piece index made ahead on its own thread (as the planner has it made) */
+            threads(2);
+            rs_verify_pre *pre = rs_plan_verify_pre_start(&Q, &Q.layout);
+            CHECK(pre != NULL);
+            int bad_ver3 = rs_plan_verify_all_pre(&Q, pre, err2, sizeof err2, &work[1], NULL) != 0;
+            threads(0);
+            if (bad_ver3 != bad_ver || strcmp(err, err2) || work[0] != work[1]) {
+                fprintf(stderr, "seed %llu: mutation '%s': one thread: %s (work %llu); index ahead: %s (work %llu)\n",
+                        (unsigned long long)seed, what, bad_ver ? err : "accepted", (unsigned long long)work[0],
+                        bad_ver3 ? err2 : "accepted", (unsigned long long)work[1]);
                 failures++;
             }
             if (bad_exec && !bad_ver) {

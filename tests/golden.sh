@@ -44,7 +44,10 @@ if [ "${1:-}" = "layout" ]; then
     shift 4
     "$reshardc" "$layout" -o "$tmp/plan.bin" "$@" >/dev/null || { echo "golden.sh: compiling $layout failed" >&2; exit 1; }
     "$reshardc" verify --quiet "$tmp/plan.bin" || { echo "golden.sh: $layout: plan does not verify" >&2; exit 1; }
-    "$reshardc" dump "$tmp/plan.bin" >"$tmp/out" || { echo "golden.sh: dump failed" >&2; exit 1; }
+    # the listing on one thread, and on two (ranks listed by both, written in order): the same bytes
+    RESHARD_THREADS=1 "$reshardc" dump "$tmp/plan.bin" >"$tmp/out" || { echo "golden.sh: dump failed" >&2; exit 1; }
+    RESHARD_THREADS=2 "$reshardc" dump "$tmp/plan.bin" >"$tmp/out2" || { echo "golden.sh: dump failed" >&2; exit 1; }
+    cmp -s "$tmp/out" "$tmp/out2" || { echo "golden.sh: $layout: the listing on two threads differs from one's" >&2; exit 1; }
     compare "$expected" "$tmp/out"
     exit $?
 fi

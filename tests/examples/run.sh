@@ -5,7 +5,8 @@
 #                                              each side (rs-example-coverage) all equal BYTES
 #   run.sh verify   LAYOUT [-D N=V]...         compile at full size, then reshardc verify the plan
 #   run.sh replay   LAYOUT [-D N=V]...         compile with the file's replay-args (then the extra -D), replay
-#                                              on the CPU transport, every destination element checked
+#                                              on the CPU transport, every destination element checked, and
+#                                              compare the plan's listing on one thread and on two
 #   run.sh scaled   LAYOUT [-D N=V]...         only compile that scaled plan; its path is the last line printed
 #   run.sh ref      LAYOUT [-D N=V]...         layout_ref.py at the replay-args sizes (Megatron / vLLM emulation)
 # Environment: RESHARDC, RESHARD_REPLAY, RS_COVERAGE, PYTHON (tool paths), WORK (scratch directory),
@@ -94,6 +95,12 @@ replay | scaled)
         echo "$work/scaled.plan"
     else
         "$RESHARD_REPLAY" "$work/scaled.plan"
+        # the listing on one thread and on two (ranks listed by both, written in rank order): the same bytes
+        RESHARD_THREADS=1 "$RESHARDC" dump "$work/scaled.plan" >"$work/scaled.dump1"
+        RESHARD_THREADS=2 "$RESHARDC" dump "$work/scaled.plan" >"$work/scaled.dump2"
+        cmp "$work/scaled.dump1" "$work/scaled.dump2" || { echo "FAIL: the listing on two threads differs" >&2; exit 1; }
+        echo "dump: $(wc -l <"$work/scaled.dump1") lines, the same on one thread and two"
+        rm -f "$work/scaled.dump1" "$work/scaled.dump2"
     fi
     ;;
 ref)

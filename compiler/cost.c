@@ -5,6 +5,7 @@
 #include "util.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -371,7 +372,8 @@ static int64_t boxes_volume(const cbox *const *bx, size_t n, uint32_t nd, int pr
     return sweep(bx, n, 0, nd, pred);
 }
 
-static uint32_t box_ndim_g; /* dimension count for the qsort comparators below (set before each sort) */
+static _Thread_local uint32_t box_ndim_g; /* dimension count for the qsort comparators below (set before each
+                                           * sort; per thread: the gather-broadcast baseline runs on its own) */
 
 static int cmp_box_geom(const cbox *x, const cbox *y)
 {
@@ -1014,9 +1016,13 @@ static void ssim_free(ssim *S)
 
 enum { PT_MSG, PT_PRE, PT_POST };
 
-/* A part: a message's (or a pack's) passage over one link. */
+/* A part: a message's (or a pack's) passage over one link. Its slot is reused once it is served: only
+ * the parts in flight take memory (the 2.5 T MoE's gather-broadcast baseline made 50 M parts, 800 MB,
+ * when each had a slot of its own); seq, the order in which parts were made, breaks ties as the slot
+ * number did then. */
 typedef struct {
     double tag;     /* virtual time of the link at which the part is served */
+    uint64_t seq;   /* parts made before it */
     uint32_t owner; /* message or step id */
     uint8_t type;
 } part;
@@ -1041,6 +1047,8 @@ typedef struct {
     double bw[RS_NLINK_KINDS];
     double lat_s;
     rs_vec(part) parts;
+    u32_vec free_parts; /* slots of parts served */
+    uint64_t nparts;    /* parts made */
     plink *links;
     uint32_t *lheap; /* links with parts, by (next, id) */
     size_t nlheap;
@@ -1050,7 +1058,8 @@ typedef struct {
     uint8_t *posted, *moving;
     uint32_t *msg_begin, *msg_list;
     uint8_t *msg_left; /* parts of each message still moving */
-    rs_cost_step_time *tm;
+    rs_cost_step_time *tm; /* per step, when the caller keeps them (else NULL) */
+    double t_end;          /* when the last step was done */
     u32_vec ready;
     size_t ready_head;
     uint64_t ndone;
@@ -1059,8 +1068,8 @@ typedef struct {
 
 static int part_less(const simstate *st, uint32_t a, uint32_t b)
 {
-    double x = st->parts.v[a].tag, y = st->parts.v[b].tag;
-    return x != y ? x < y : a < b;
+    const part *x = &st->parts.v[a], *y = &st->parts.v[b];
+    return x->tag != y->tag ? x->tag < y->tag : x->seq < y->seq;
 }
 
 static void link_heap_up(simstate *st, plink *L, size_t i)
@@ -1149,9 +1158,15 @@ static void part_add(simstate *st, uint32_t l, int type, uint32_t owner, double 
 {
     plink *L = &st->links[l];
     link_advance(st, L);
-    part x = {.tag = L->V + amount, .owner = owner, .type = (uint8_t)type};
-    uint32_t id = (uint32_t)st->parts.n;
-    rs_vec_push(&st->parts, x);
+    part x = {.tag = L->V + amount, .seq = st->nparts++, .owner = owner, .type = (uint8_t)type};
+    uint32_t id;
+    if (st->free_parts.n) {
+        id = st->free_parts.v[--st->free_parts.n];
+        st->parts.v[id] = x;
+    } else {
+        id = (uint32_t)st->parts.n;
+        rs_vec_push(&st->parts, x);
+    }
     if (L->n == L->cap) {
         L->cap = L->cap ? 2 * L->cap : 8;
         L->h = rs_xrealloc(L->h, L->cap * sizeof *L->h);
@@ -1197,7 +1212,8 @@ static timer timer_pop(simstate *st)
 
 static void step_done(simstate *st, uint32_t s)
 {
-    st->tm[s].t_done = st->now;
+    if (st->tm) st->tm[s].t_done = st->now;
+    st->t_end = st->now; /* (time only moves forward) */
     st->ndone++;
     uint32_t n = st->next_lane[s];
     if (n != RS_NONE && --st->deps[n] == 0) rs_vec_push(&st->ready, n);
@@ -1215,8 +1231,10 @@ static void step_post_done(simstate *st, uint32_t s)
 static void step_xfer_done(simstate *st, uint32_t s)
 {
     const sstep *x = &st->S->steps.v[s];
-    st->tm[s].t_xfer = st->now;
-    if (!st->moving[s]) st->tm[s].t_move = st->now;
+    if (st->tm) {
+        st->tm[s].t_xfer = st->now;
+        if (!st->moving[s]) st->tm[s].t_move = st->now;
+    }
     if (x->post > 0) part_add(st, x->rank * RS_NLINK_KINDS + RS_LINK_HBM, PT_POST, s, x->post);
     else step_post_done(st, s);
 }
@@ -1224,8 +1242,9 @@ static void step_xfer_done(simstate *st, uint32_t s)
 static void msg_start(simstate *st, uint32_t m)
 {
     const smsg *x = &st->S->msgs.v[m];
-    if (!st->moving[x->from]) st->moving[x->from] = 1, st->tm[x->from].t_move = st->now;
-    if (!st->moving[x->to]) st->moving[x->to] = 1, st->tm[x->to].t_move = st->now;
+    if (!st->moving[x->from] && st->tm) st->tm[x->from].t_move = st->now;
+    if (!st->moving[x->to] && st->tm) st->tm[x->to].t_move = st->now;
+    st->moving[x->from] = st->moving[x->to] = 1;
     uint32_t a = st->S->steps.v[x->from].rank, b = st->S->steps.v[x->to].rank;
     int nvl = st->S->domain_of[a] == st->S->domain_of[b];
     double bytes = x->bytes + st->lat_s * st->bw[nvl ? RS_LINK_NVL_OUT : RS_LINK_NIC_OUT];
@@ -1236,7 +1255,7 @@ static void msg_start(simstate *st, uint32_t m)
 
 static void step_post(simstate *st, uint32_t s)
 {
-    st->tm[s].t_post = st->now;
+    if (st->tm) st->tm[s].t_post = st->now;
     st->posted[s] = 1;
     st->pending[s] = st->msg_begin[s + 1] - st->msg_begin[s];
     if (!st->pending[s]) {
@@ -1254,7 +1273,7 @@ static void step_post(simstate *st, uint32_t s)
 static void step_start(simstate *st, uint32_t s)
 {
     const sstep *x = &st->S->steps.v[s];
-    st->tm[s].t_ready = st->now;
+    if (st->tm) st->tm[s].t_ready = st->now;
     if (x->pre > 0) part_add(st, x->rank * RS_NLINK_KINDS + RS_LINK_HBM, PT_PRE, s, x->pre);
     else step_post(st, s);
 }
@@ -1290,7 +1309,7 @@ static int ssim_run(const ssim *S, const rs_cost_params *p, rs_cost_sim *out, in
     st.posted = rs_xcalloc(ns + 1, 1);
     st.moving = rs_xcalloc(ns + 1, 1);
     st.msg_left = rs_xcalloc(nm + 1, 1);
-    st.tm = rs_xcalloc(ns + 1, sizeof *st.tm);
+    if (keep_steps) st.tm = rs_xcalloc(ns + 1, sizeof *st.tm); /* (the baselines: 115 MB of the 2.5 T MoE's) */
     /* lane order: each step depends on the previous step of its rank and lane */
     uint32_t *last = rs_xmalloc(((size_t)S->world * SIM_LANES + 1) * sizeof *last);
     for (size_t i = 0; i < (size_t)S->world * SIM_LANES; i++) last[i] = RS_NONE;
@@ -1298,8 +1317,10 @@ static int ssim_run(const ssim *S, const rs_cost_params *p, rs_cost_sim *out, in
         const sstep *x = &S->steps.v[s];
         rs_assert(x->rank < S->world && x->lane < SIM_LANES);
         st.next_lane[s] = RS_NONE;
-        st.tm[s].rank = x->rank;
-        st.tm[s].lane = x->lane;
+        if (st.tm) {
+            st.tm[s].rank = x->rank;
+            st.tm[s].lane = x->lane;
+        }
         uint32_t *l = &last[(size_t)x->rank * SIM_LANES + x->lane];
         if (*l != RS_NONE) {
             st.next_lane[*l] = (uint32_t)s;
@@ -1356,6 +1377,7 @@ static int ssim_run(const ssim *S, const rs_cost_params *p, rs_cost_sim *out, in
         if (L->n == 0) L->V = 0; /* idle: restart the clock (keeps tags small) */
         link_resched(&st, l);
         part x = st.parts.v[pid];
+        rs_vec_push(&st.free_parts, pid);
         switch (x.type) {
         case PT_MSG:
             if (--st.msg_left[x.owner] == 0) msg_done(&st, x.owner);
@@ -1386,10 +1408,7 @@ static int ssim_run(const ssim *S, const rs_cost_params *p, rs_cost_sim *out, in
     out->world = S->world;
     out->nmsgs = nm;
     out->nsteps = ns;
-    double tmax = 0;
-    for (size_t s = 0; s < ns; s++)
-        if (st.tm[s].t_done > tmax) tmax = st.tm[s].t_done;
-    out->time_s = tmax;
+    out->time_s = st.t_end;
     out->link_s = st.link_s;
     out->busiest_rank = 0;
     out->busiest_kind = RS_LINK_NIC_OUT;
@@ -1415,6 +1434,7 @@ static int ssim_run(const ssim *S, const rs_cost_params *p, rs_cost_sim *out, in
     free(st.msg_begin);
     free(st.msg_list);
     rs_vec_free(&st.parts);
+    rs_vec_free(&st.free_parts);
     rs_vec_free(&st.timers);
     rs_vec_free(&st.ready);
     if (rc) {
@@ -2173,20 +2193,51 @@ int rs_cost_direct(const rs_layout *L, const rs_cost_params *p, rs_cost_sim *out
 }
 
 /* ---- the report ---- */
+/* The gather-broadcast baseline on a thread of its own (it needs only the layout): half of `reshardc stats`
+ * on the 2.5 T MoE, beside the plan's own model and the direct baseline on the calling thread. */
+typedef struct {
+    const rs_layout *L;
+    const rs_cost_params *p;
+    rs_cost_sim *out;
+    int rc;
+    char err[512];
+} gb_job;
+
+static void *gb_main(void *arg)
+{
+    gb_job *j = arg;
+    j->rc = rs_cost_gather_broadcast(j->L, j->p, j->out, j->err, sizeof j->err);
+    return NULL;
+}
+
+#define REPORT_THREAD_MIN_OPS ((uint64_t)1 << 16)
+
 int rs_cost_report_build(const rs_plan *P, const rs_cost_params *p, rs_cost_report *out, char *err,
                          size_t errlen)
 {
     memset(out, 0, sizeof *out);
     out->params = *p;
-    if (rs_cost_lower_bound(&P->layout, p, &out->bound, err, errlen) ||
-        rs_cost_plan_traffic(P, &out->traffic, err, errlen) || rs_cost_model_plan(P, p, &out->plan, err, errlen) ||
-        rs_cost_gather_broadcast(&P->layout, p, &out->gather_broadcast, err, errlen)) {
-        rs_cost_report_free(out);
-        return -1;
-    }
+    uint64_t ops = 0;
+    for (uint32_t r = 0; r < P->layout.topo.world && P->ranks; r++) ops += P->ranks[r].nops;
+    gb_job j = {.L = &P->layout, .p = p, .out = &out->gather_broadcast};
+    pthread_t th;
+    int two = rs_threads(ops, REPORT_THREAD_MIN_OPS) >= 2 && !rs_thread_start(&th, gb_main, &j);
     rs_cost_params all = *p; /* direct: every rank's messages in one step, no buckets */
     all.bucket_bytes = UINT64_MAX;
-    if (rs_cost_direct(&P->layout, &all, &out->direct, err, errlen)) {
+    /* the first problem in this order: bound, traffic, the plan's model, gather-broadcast, direct */
+    int rc = rs_cost_lower_bound(&P->layout, p, &out->bound, err, errlen) ||
+             rs_cost_plan_traffic(P, &out->traffic, err, errlen) || rs_cost_model_plan(P, p, &out->plan, err, errlen);
+    char derr[512] = "";
+    int drc = !rc && two ? rs_cost_direct(&P->layout, &all, &out->direct, derr, sizeof derr) != 0 : 0;
+    if (two) {
+        pthread_join(th, NULL);
+        if (!rc && j.rc) rc = 1, snprintf(err, errlen, "%s", j.err);
+    } else if (!rc) {
+        rc = rs_cost_gather_broadcast(&P->layout, p, &out->gather_broadcast, err, errlen) != 0;
+    }
+    if (!rc && two && drc) rc = 1, snprintf(err, errlen, "%s", derr);
+    if (!rc && !two) rc = rs_cost_direct(&P->layout, &all, &out->direct, err, errlen) != 0;
+    if (rc) {
         rs_cost_report_free(out);
         return -1;
     }

@@ -56,6 +56,14 @@ def main():
         if j["max_nic_bytes"] < j["mean_nic_bytes"]:
             fail("max NIC below mean")
         ET.parse(svg)
+        # the gather-broadcast baseline on a thread of its own (RESHARD_THREADS=2) or not: the same report
+        reports = []
+        for n in ("1", "2"):
+            env = dict(os.environ, RESHARD_THREADS=n)
+            reports.append(subprocess.run([reshardc, "stats", plan, "--json"], check=True, capture_output=True,
+                                          env=env).stdout)
+        if reports[0] != reports[1] or reports[0] != r.stdout.encode():
+            fail("the report differs between one thread and two")
         t = subprocess.run([reshardc, "stats", plan, "--nic-gbps", "200"], check=True, capture_output=True,
                            text=True).stdout
         for want in ("lower bound", "[modeled]", "gather-broadcast", "direct", "busiest link", "NIC 200 Gb/s"):

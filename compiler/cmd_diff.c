@@ -2,6 +2,7 @@
  * (tensors, buffers, meshes by name), and per rank its staging, steps, bindings and, per tensor, the
  * bytes it sends, receives and copies on each lane and with which peers. Exit 0 identical, 1 different. */
 #define _GNU_SOURCE /* qsort_r */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -547,9 +548,59 @@ static int diff_bindings(uint32_t r, const rs_plan *A, const rs_plan *B)
     return changed;
 }
 
-/* oa, ob: name_order of A's and B's layouts */
+/* B's per-rank summaries made ahead on a thread of their own while the calling thread summarizes A's and
+ * prints: a summary walks the rank's whole program (B's plan against B at 128 MiB of staging: about 1 s of
+ * summaries after 1.2 s of loads; docs/benchmarks.md "The listing and the diff"). At most DIFF_AHEAD wait
+ * to be taken. */
+#define DIFF_AHEAD 8
+#define DIFF_MIN_OPS ((uint64_t)1 << 16)
+
+typedef struct {
+    const rs_plan *B;
+    const uint32_t *ob;
+    uint32_t both;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    rank_sum slot[DIFF_AHEAD];
+    uint32_t made, taken; /* ranks summarized, ranks taken (in rank order) */
+} sum_ahead;
+
+static void *sum_main(void *arg)
+{
+    sum_ahead *h = arg;
+    for (uint32_t r = 0; r < h->both; r++) {
+        pthread_mutex_lock(&h->mu);
+        while (r >= h->taken + DIFF_AHEAD) pthread_cond_wait(&h->cv, &h->mu);
+        pthread_mutex_unlock(&h->mu);
+        rank_sum x;
+        summarize(h->B, r, h->ob, &x);
+        pthread_mutex_lock(&h->mu);
+        h->slot[r % DIFF_AHEAD] = x;
+        h->made = r + 1;
+        pthread_cond_broadcast(&h->cv);
+        pthread_mutex_unlock(&h->mu);
+    }
+    return NULL;
+}
+
+/* B's summary of rank r, the next in order: made ahead, or here (h NULL). */
+static void sum_take(sum_ahead *h, const rs_plan *B, const uint32_t *ob, uint32_t r, rank_sum *out)
+{
+    if (!h) {
+        summarize(B, r, ob, out);
+        return;
+    }
+    pthread_mutex_lock(&h->mu);
+    while (h->made <= r) pthread_cond_wait(&h->cv, &h->mu);
+    *out = h->slot[r % DIFF_AHEAD];
+    h->taken = r + 1;
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* oa, ob: name_order of A's and B's layouts; h: B's summaries made ahead, or NULL */
 static int diff_rank(uint32_t r, const rs_plan *A, const rs_plan *B, const uint32_t *oa, const uint32_t *ob,
-                     uint64_t *npairs)
+                     sum_ahead *h, uint64_t *npairs)
 {
     const rs_rank_prog *ga = &A->ranks[r], *gb = &B->ranks[r];
     int changed = 0;
@@ -571,7 +622,7 @@ static int diff_rank(uint32_t r, const rs_plan *A, const rs_plan *B, const uint3
     changed |= diff_bindings(r, A, B);
     rank_sum sa, sb;
     summarize(A, r, oa, &sa);
-    summarize(B, r, ob, &sb);
+    sum_take(h, B, ob, r, &sb);
     size_t i = 0, j = 0;
     while (i < sa.n || j < sb.n) {
         int c = i >= sa.n ? 1 : j >= sb.n ? -1 : name_cmp(sa.v[i].tensor, sb.v[j].tensor);
@@ -638,7 +689,26 @@ int rs_cmd_diff(int argc, char **argv)
     uint32_t both = ta->world < tb->world ? ta->world : tb->world, nranks = 0;
     uint64_t npairs = 0;
     uint32_t *oa = name_order(&A.layout), *ob = name_order(&B.layout);
-    for (uint32_t r = 0; r < both; r++) nranks += diff_rank(r, &A, &B, oa, ob, &npairs);
+    uint64_t ops = 0;
+    for (uint32_t r = 0; r < both; r++) ops += A.ranks[r].nops + (uint64_t)B.ranks[r].nops;
+    sum_ahead ah = {.B = &B, .ob = ob, .both = both}, *h = NULL;
+    pthread_t th;
+    if (both && rs_threads(ops, DIFF_MIN_OPS) >= 2) {
+        pthread_mutex_init(&ah.mu, NULL);
+        pthread_cond_init(&ah.cv, NULL);
+        if (!rs_thread_start(&th, sum_main, &ah)) {
+            h = &ah;
+        } else {
+            pthread_mutex_destroy(&ah.mu);
+            pthread_cond_destroy(&ah.cv);
+        }
+    }
+    for (uint32_t r = 0; r < both; r++) nranks += diff_rank(r, &A, &B, oa, ob, h, &npairs);
+    if (h) {
+        pthread_join(th, NULL);
+        pthread_mutex_destroy(&ah.mu);
+        pthread_cond_destroy(&ah.cv);
+    }
     free(oa);
     free(ob);
     for (uint32_t r = both; r < ta->world || r < tb->world; r++) {

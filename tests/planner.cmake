@@ -85,17 +85,19 @@ foreach(g row_to_column replicated_one_domain replicated_across_domains pipeline
   rs_add_golden_dump(${g} ${CMAKE_CURRENT_SOURCE_DIR}/golden/${g}.layout ${args})
 endforeach()
 # Golden `reshardc diff`s of golden/NAME.layout compiled as it is (A) and with each variant's options (B):
-# each variant "V:OPTIONS" is the test golden_NAME_V against golden/NAME_V.diff.
+# each variant "V:OPTIONS" is the test golden_NAME_V against golden/NAME_V.diff. tests/golden_diff.sh runs the
+# diff on one thread and on two (B's per-rank summaries made ahead, 8 at most: diff_layouts has 10 ranks),
+# and the two outputs must be the same.
 function(rs_add_golden_diffs name)
   set(layout ${CMAKE_CURRENT_SOURCE_DIR}/golden/${name}.layout)
   foreach(d ${ARGN})
     string(REPLACE ":" ";" d "${d}")
     list(GET d 0 n)
     list(GET d 1 args)
+    separate_arguments(args UNIX_COMMAND "${args}")
     rs_add_golden(golden_${name}_${n} ${CMAKE_CURRENT_SOURCE_DIR}/golden/${name}_${n}.diff STATUS 1
-                  COMMAND sh -c "$<TARGET_FILE:reshardc> ${layout} -o ${name}_a_${n}.bin --quiet && \
-$<TARGET_FILE:reshardc> ${layout} ${args} -o ${name}_b_${n}.bin --quiet && \
-$<TARGET_FILE:reshardc> diff ${name}_a_${n}.bin ${name}_b_${n}.bin")
+                  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/golden_diff.sh $<TARGET_FILE:reshardc> ${layout}
+                          ${name}_${n} ${args})
   endforeach()
 endfunction()
 # across layouts: a balanced split against a nested chunked one (format 1.2 -> 1.1, every inference rank's

@@ -2,7 +2,7 @@
 # tsan.sh - the planner's and verifier's threads under ThreadSanitizer (CTest `tsan`): configure a sub-build of
 # this source tree with -fsanitize=thread -DRESHARD_GPU=OFF, build reshardc and test_planner only, and run
 # what takes the two-thread paths: random plans and damaged plans with RESHARD_THREADS=2 (the builds of ranks
-# done during pass 3's tensor loop beside it, the op adder beside that loop, the segments made in two halves, the message merges, the end-of-pass-3 builds, the checker thread, the split per-rank checks and coverage, the piece index and the relay check beside matching, matching in two halves, a full load's decode in two halves, the listing of a whole plan, the stats' gather-broadcast baseline), one
+# done during pass 3's tensor loop beside it, the op adder beside that loop, the segments made in two halves, the message merges, the end-of-pass-3 builds, the checker thread, the split per-rank checks and coverage, the piece index and the relay check beside matching, matching in two halves, a full load's decode in two halves, the listing of a whole plan, the stats' gather-broadcast baseline, diff's summaries made ahead), one
 # thread against two (determinism, mutate), and reshardc's write beside verification, passed and failed.
 # usage: tsan.sh SOURCE_DIR BUILD_DIR GENERATOR. Any race report fails the test (halt_on_error).
 set -eu
@@ -32,6 +32,11 @@ RESHARD_THREADS=2 "$rc" dump "$work/b.plan" >"$work/b.dump2" # (ranks listed on 
 RESHARD_THREADS=1 "$rc" dump "$work/b.plan" >"$work/b.dump1"
 cmp "$work/b.dump1" "$work/b.dump2" || { echo "tsan.sh: the listing on two threads differs from one's"; exit 1; }
 RESHARD_THREADS=2 "$rc" stats "$work/b.plan" >/dev/null # (the gather-broadcast baseline on its own thread)
+# shellcheck disable=SC2046
+"$rc" "$layout" $(sed -n 's/^# replay-args://p' "$layout") --staging 64KiB -o "$work/b1.plan" --quiet
+s=0
+RESHARD_THREADS=2 "$rc" diff "$work/b.plan" "$work/b1.plan" >/dev/null || s=$? # (B's summaries made ahead)
+[ "$s" = 1 ] || { echo "tsan.sh: diff exited $s, not 1"; exit 1; }
 # shellcheck disable=SC2046
 if RESHARD_THREADS=2 RESHARD_TEST_DAMAGE_PLAN=1 "$rc" "$layout" $(sed -n 's/^# replay-args://p' "$layout") \
     -o "$work/b.plan" --quiet 2>"$work/err"; then

@@ -16,7 +16,8 @@ typedef struct {
 } sbuf;
 
 /* Appended piece by piece, not with vsnprintf (until the twenty-fourth session: 70 % of a whole-plan
- * listing's time went to printf's machinery, docs/benchmarks.md "The listing and the diff"); the bytes are the same. */
+ * listing's time went to printf's machinery, docs/benchmarks.md "The listing and the diff"); the bytes are
+ * the same. */
 static void sb_put_slow(sbuf *s, const char *p, size_t n)
 {
     if (s->grow && s->len + n + 1 > s->cap) {

@@ -590,13 +590,13 @@ static int dump_listed(const rs_plan *P, uint32_t r) { return P->ranks[r].loaded
  * the writer, must not wait for room); called with the lock held. */
 static uint32_t dump_take(dump_job *j, int wait)
 {
-    while (j->next < j->world && !dump_listed(j->P, j->next)) j->next++;
-    if (j->next >= j->world) return RS_NONE;
-    while (j->next >= j->written + DUMP_AHEAD) {
+    for (;;) {
+        while (j->next < j->world && !dump_listed(j->P, j->next)) j->next++;
+        if (j->next >= j->world) return RS_NONE;
+        if (j->next < j->written + DUMP_AHEAD) return j->next++;
         if (!wait) return RS_NONE;
-        pthread_cond_wait(&j->cv, &j->mu);
+        pthread_cond_wait(&j->cv, &j->mu); /* (the other thread may take the last ranks meanwhile) */
     }
-    return j->next++;
 }
 
 /* List rank r into its slot (the lock is not held while it lists: no other thread touches the slot until it
